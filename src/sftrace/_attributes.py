@@ -1,0 +1,77 @@
+"""Span and attribute names: the one place they are spelled.
+
+GenAI names follow the OpenTelemetry GenAI semantic conventions (still "Development",
+so they are kept here rather than imported). ``sftrace.*`` names carry what replay
+needs; they are part of the bundle format (see ``docs/bundle-format.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- OpenTelemetry GenAI semantic conventions ------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+
+OPERATION_INVOKE_AGENT: Final = "invoke_agent"
+OPERATION_EXECUTE_TOOL: Final = "execute_tool"
+OPERATION_CHAT: Final = "chat"
+
+# --- OpenInference (helps Phoenix, Langfuse and older backends render spans) -------
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+LLM_MODEL_NAME: Final = "llm.model_name"
+LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
+LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+
+# --- sftrace ---------------------------------------------------------------------
+KIND: Final = "sftrace.kind"  # "run", "tool" or "llm"
+SEQ: Final = "sftrace.seq"  # order in which boundaries were reached; the run is 0
+RUN_ID: Final = "sftrace.run_id"
+INPUT: Final = "sftrace.input"  # canonical JSON of the call's input
+OUTPUT: Final = "sftrace.output"  # canonical JSON of the call's output
+REPLAY_POLICY: Final = "sftrace.replay_policy"
+ERROR_TYPE: Final = "sftrace.error.type"  # qualified name of the exception type
+ERROR_MESSAGE: Final = "sftrace.error.message"
+ERROR_BUILTIN: Final = "sftrace.error.builtin"  # True when the type is a Python builtin
+ERROR_STEP: Final = "sftrace.error.step"  # seq of the boundary the run failed in
+CANCELLED: Final = "sftrace.cancelled"
+STATUS: Final = "sftrace.status"  # run status: "completed" or "failed"
+USAGE_TOTAL_TOKENS: Final = "sftrace.usage.total_tokens"
+COST_USD: Final = "sftrace.cost_usd"
+METADATA: Final = "sftrace.metadata"  # JSON object given to record(metadata=...)
+RUN_INPUT: Final = "sftrace.run.input"
+RUN_OUTPUT: Final = "sftrace.run.output"
+REPLAY_OF: Final = "sftrace.replay_of"  # run id of the recorded run a replay re-ran
+REDACTIONS: Final = "sftrace.redactions"  # JSON list of {path, rule}; never the value
+
+KIND_RUN: Final = "run"
+KIND_TOOL: Final = "tool"
+KIND_LLM: Final = "llm"
+
+# Span event for a recorded state change.
+EVENT_STATE_CHANGE: Final = "sftrace.state_change"
+EVENT_KEY: Final = "sftrace.state.key"
+EVENT_BEFORE: Final = "sftrace.state.before"
+EVENT_AFTER: Final = "sftrace.state.after"
+
+INSTRUMENTATION_SCOPE: Final = "sftrace"
+
+# Attributes that repeat sftrace.input / sftrace.output for the GenAI conventions and
+# OpenInference. Bundles do not store them; readers restore them (docs/bundle-format.md).
+INPUT_ALIASES: Final = (GEN_AI_TOOL_CALL_ARGUMENTS, INPUT_VALUE)
+OUTPUT_ALIASES: Final = (GEN_AI_TOOL_CALL_RESULT, OUTPUT_VALUE)

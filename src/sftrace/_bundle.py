@@ -1,0 +1,630 @@
+"""Reading ``.sftrace`` bundles: ``load_bundle`` and the ``Bundle`` model.
+
+Loading never executes anything from a bundle, never follows a path out of the bundle
+directory, and bounds what it reads. Every problem raises ``BundleError`` naming the
+file, the line when there is one, and what is wrong.
+
+Reading older versions: the manifest's ``format_version`` selects an upgrade step in
+``_UPGRADES`` that turns an older manifest and its span lines into the current shape
+before validation, so a newer reader keeps reading older bundles. A version newer than
+this reader is refused with a message saying to upgrade sftrace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from . import _attributes as A
+from ._errors import BundleError
+from ._format import (
+    CHECKSUMS_FILE,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HEADER_FILE,
+    JOURNAL_FILE,
+    MANIFEST_FILE,
+    MAX_LINE_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_SPANS_BYTES,
+    SPANS_FILE,
+    SUPPORTED_VERSIONS,
+)
+from ._otlp_json import decode_attributes
+
+# --- manifest -----------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Failure(_Model):
+    """Why a recorded run failed: the exception's type and message, and the step (the
+    sequence number of the call it was raised in, when it came from a call)."""
+
+    type: str | None = None
+    message: str | None = None
+    step: int | None = None
+
+
+class Totals(_Model):
+    spans: int = 0
+    tool_calls: int = 0
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    duration_ms: float = 0.0
+
+
+class Manifest(_Model):
+    """The bundle's ``manifest.json`` (see ``docs/bundle-format.md``)."""
+
+    format: Literal["sftrace-bundle"]
+    format_version: int
+    run_id: str
+    trace_id: str
+    agent_name: str
+    created_at: str
+    status: Literal["completed", "failed", "interrupted"]
+    failure: Failure | None = None
+    totals: Totals
+    root_span_id: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    replay_of: str | None = None
+    environment: dict[str, Any] = {}
+    resource: dict[str, Any] = {}
+    scope: dict[str, Any] | None = None
+    notes: list[str] = []
+
+
+# --- calls --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CallError:
+    """A recorded exception: its type name, message, and whether the type is a builtin."""
+
+    type: str
+    message: str
+    builtin: bool = False
+    cancelled: bool = False
+
+
+class Call:
+    """One recorded boundary call (a tool or an LLM call), in sequence order.
+
+    ``input`` and ``output`` are the recorded JSON values (parsed on first access);
+    ``input_json`` and ``output_json`` their canonical text.
+    """
+
+    __slots__ = (
+        "_input",
+        "_output",
+        "attributes",
+        "end_time_ns",
+        "error",
+        "input_json",
+        "kind",
+        "name",
+        "output_json",
+        "parent_span_id",
+        "policy",
+        "provider",
+        "seq",
+        "span_id",
+        "start_time_ns",
+    )
+
+    _MISSING: Any = object()
+
+    def __init__(
+        self,
+        *,
+        seq: int,
+        kind: str,
+        name: str,
+        provider: str | None,
+        input_json: str,
+        output_json: str | None,
+        error: CallError | None,
+        policy: str,
+        span_id: str,
+        parent_span_id: str | None,
+        start_time_ns: int = 0,
+        end_time_ns: int = 0,
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
+        self.seq = seq
+        self.kind = kind
+        self.name = name
+        self.provider = provider
+        self.input_json = input_json
+        self.output_json = output_json
+        self.error = error
+        self.policy = policy
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.start_time_ns = start_time_ns
+        self.end_time_ns = end_time_ns
+        self.attributes = attributes or {}
+        self._input = Call._MISSING
+        self._output = Call._MISSING
+
+    @property
+    def input(self) -> Any:
+        if self._input is Call._MISSING:
+            self._input = orjson.loads(self.input_json)
+        return self._input
+
+    @property
+    def output(self) -> Any:
+        if self._output is Call._MISSING:
+            self._output = None if self.output_json is None else orjson.loads(self.output_json)
+        return self._output
+
+    @property
+    def duration_ms(self) -> float:
+        return max(0, self.end_time_ns - self.start_time_ns) / 1e6
+
+    @property
+    def label(self) -> str:
+        """``tool search_flights`` or ``llm openai/gpt-4o``: how messages name the call."""
+        if self.kind == A.KIND_LLM and self.provider:
+            return f"llm {self.provider}/{self.name}"
+        return f"{self.kind} {self.name}"
+
+    def describe(self) -> dict[str, Any]:
+        """A plain dict of what identifies the call (used in errors and reports)."""
+        described: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "name": self.name}
+        if self.provider is not None:
+            described["provider"] = self.provider
+        described["input"] = self.input
+        return described
+
+    def __repr__(self) -> str:
+        return f"Call(seq={self.seq}, {self.label}, input={self.input_json[:60]})"
+
+
+def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
+    """Build a ``Call`` from an OTLP/JSON span of a boundary and its decoded attributes."""
+    error = None
+    error_type = attributes.get(A.ERROR_TYPE)
+    if error_type is not None:
+        error = CallError(
+            type=str(error_type),
+            message=str(attributes.get(A.ERROR_MESSAGE, "")),
+            builtin=bool(attributes.get(A.ERROR_BUILTIN, False)),
+            cancelled=bool(attributes.get(A.CANCELLED, False)),
+        )
+    kind = attributes[A.KIND]
+    if kind == A.KIND_LLM:
+        name = attributes.get(A.GEN_AI_REQUEST_MODEL)
+        provider = attributes.get(A.GEN_AI_PROVIDER_NAME)
+    else:
+        name = attributes.get(A.GEN_AI_TOOL_NAME)
+        provider = None
+    return Call(
+        seq=attributes[A.SEQ],
+        kind=kind,
+        name=str(name),
+        provider=None if provider is None else str(provider),
+        input_json=attributes.get(A.INPUT, "null"),
+        output_json=attributes.get(A.OUTPUT),
+        error=error,
+        policy=str(attributes.get(A.REPLAY_POLICY, "frozen")),
+        span_id=span["spanId"],
+        parent_span_id=span.get("parentSpanId") or None,
+        start_time_ns=int(span.get("startTimeUnixNano", 0)),
+        end_time_ns=int(span.get("endTimeUnixNano", 0)),
+        attributes=attributes,
+    )
+
+
+# --- bundle -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A recorded ``session.record_state_change`` (values are JSON)."""
+
+    key: str
+    before: Any
+    after: Any
+    time_ns: int
+
+
+@dataclass
+class Bundle:
+    """A loaded bundle: the manifest, the run's input and output, and its calls."""
+
+    path: Path | None
+    manifest: Manifest
+    spans: list[dict[str, Any]]
+    calls: list[Call]
+    run_input: Any
+    output: Any
+    has_run_input: bool
+    has_output: bool
+    state_changes: list[StateChange]
+    redactions: list[dict[str, Any]]
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+    @property
+    def agent_name(self) -> str:
+        return self.manifest.agent_name
+
+    @property
+    def status(self) -> str:
+        return self.manifest.status
+
+    @property
+    def failure(self) -> Failure | None:
+        return self.manifest.failure
+
+    @property
+    def run_span(self) -> dict[str, Any]:
+        return self.spans[0]
+
+    def __repr__(self) -> str:
+        return (
+            f"Bundle(agent={self.agent_name!r}, run_id={self.run_id!r}, "
+            f"status={self.status!r}, calls={len(self.calls)})"
+        )
+
+
+# --- loading ------------------------------------------------------------------------
+
+# format_version -> function upgrading (manifest, span lines) to the next version.
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def load_bundle(path: str | os.PathLike[str], *, verify_integrity: bool = False) -> Bundle:
+    """Load and validate the bundle at ``path``.
+
+    ``verify_integrity``: also check every file against ``checksums.sha256``.
+    Raises ``BundleError`` naming the file (and line) and the problem.
+    """
+    root = Path(path)
+    _check_directory(root)
+    manifest_raw = _read_manifest(root)
+    manifest = _validate_manifest(root, manifest_raw)
+    if verify_integrity:
+        problems = integrity_problems(root)
+        if problems:
+            raise BundleError(problems[0], path=str(root / CHECKSUMS_FILE))
+    return _load_spans(root, manifest)
+
+
+def _check_directory(root: Path) -> None:
+    if not root.exists():
+        raise BundleError(f"bundle not found: {str(root)!r} does not exist", path=str(root))
+    if not root.is_dir():
+        raise BundleError(
+            f"{str(root)!r} is not a bundle: a .sftrace bundle is a directory", path=str(root)
+        )
+    if (root / JOURNAL_FILE).exists() or (root / HEADER_FILE).exists():
+        raise BundleError(
+            f"{str(root)!r} is an unfinished recording (a journal left by a run that did not "
+            f"end); run `sftrace recover {root}` to turn it into a bundle",
+            path=str(root),
+        )
+
+
+def _bundle_file(root: Path, name: str, limit: int) -> Path:
+    """The path of a file inside the bundle, refusing symlinks and oversized files."""
+    candidate = root / name
+    display = str(candidate)
+    try:
+        info = os.lstat(candidate)
+    except FileNotFoundError:
+        raise BundleError(f"{display}: missing file {name!r}", path=display) from None
+    if stat.S_ISLNK(info.st_mode):
+        raise BundleError(
+            f"{display}: is a symbolic link; bundles must hold regular files only", path=display
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise BundleError(f"{display}: is not a regular file", path=display)
+    if info.st_size > limit:
+        raise BundleError(
+            f"{display}: {info.st_size} bytes is over the limit of {limit} bytes; refusing "
+            f"to load it",
+            path=display,
+        )
+    return candidate
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    manifest_path = _bundle_file(root, MANIFEST_FILE, MAX_MANIFEST_BYTES)
+    display = str(manifest_path)
+    try:
+        raw = orjson.loads(manifest_path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise BundleError(f"{display}: invalid JSON: {exc}", path=display) from None
+    if not isinstance(raw, dict):
+        raise BundleError(
+            f"{display}: expected a JSON object, got {type(raw).__name__}", path=display
+        )
+    return raw
+
+
+def _validate_manifest(root: Path, raw: dict[str, Any]) -> Manifest:
+    display = str(root / MANIFEST_FILE)
+    if raw.get("format") != FORMAT_NAME:
+        raise BundleError(
+            f"{display}: not an sftrace bundle manifest (format={raw.get('format')!r}, "
+            f"expected {FORMAT_NAME!r})",
+            path=display,
+        )
+    version = raw.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise BundleError(
+            f"{display}: format_version must be an integer, got {version!r}", path=display
+        )
+    if version not in SUPPORTED_VERSIONS:
+        newest = max(SUPPORTED_VERSIONS)
+        hint = (
+            "upgrade sftrace to read it"
+            if version > newest
+            else "this version was never released; the bundle is damaged"
+        )
+        raise BundleError(
+            f"{display}: unsupported bundle format version {version}; this sftrace reads "
+            f"versions {sorted(SUPPORTED_VERSIONS)}: {hint}",
+            path=display,
+        )
+    while version < FORMAT_VERSION:
+        raw = _UPGRADES[version](raw)
+        version = raw["format_version"]
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise BundleError(
+            f"{display}: invalid manifest field {where!r}: {first['msg']} "
+            f"(got {first.get('input')!r})",
+            path=display,
+        ) from None
+
+
+def iter_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """Yield (line number, line) of a JSON-lines file, bounding each line's size."""
+    display = str(path)
+    with open(path, "rb") as handle:
+        number = 0
+        while True:
+            line = handle.readline(limit + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > limit:
+                raise BundleError(
+                    f"{display}:{number}: line longer than {limit} bytes; refusing to load it",
+                    path=display,
+                    line=number,
+                )
+            if not line.endswith(b"\n"):
+                raise BundleError(
+                    f"{display}:{number}: truncated line (no newline at the end of the file)",
+                    path=display,
+                    line=number,
+                )
+            if line.strip():
+                yield number, line
+
+
+def _load_spans(root: Path, manifest: Manifest) -> Bundle:
+    spans_path = _bundle_file(root, SPANS_FILE, MAX_SPANS_BYTES)
+    display = str(spans_path)
+    spans: list[dict[str, Any]] = []
+    calls: list[Call] = []
+    seen: set[str] = set()
+    seqs: set[int] = set()
+    run_attributes: dict[str, Any] | None = None
+    run_span: dict[str, Any] | None = None
+    state_changes: list[StateChange] = []
+    for number, line in iter_lines(spans_path):
+        try:
+            span = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise BundleError(
+                f"{display}:{number}: invalid JSON: {exc}", path=display, line=number
+            ) from None
+        try:
+            attributes = _check_span(span, manifest, seen, seqs)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            message = str(exc) if isinstance(exc, ValueError) else f"malformed span ({exc!r})"
+            raise BundleError(f"{display}:{number}: {message}", path=display, line=number) from None
+        seen.add(span["spanId"])
+        spans.append(span)
+        kind = attributes.get(A.KIND)
+        if kind == A.KIND_RUN:
+            if run_span is not None:
+                raise BundleError(
+                    f"{display}:{number}: a second run span; a bundle holds one run",
+                    path=display,
+                    line=number,
+                )
+            run_span, run_attributes = span, attributes
+            state_changes = _state_changes(span)
+        elif kind in (A.KIND_TOOL, A.KIND_LLM):
+            try:
+                calls.append(call_from_span(span, attributes))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BundleError(
+                    f"{display}:{number}: malformed {kind} span ({exc!r})",
+                    path=display,
+                    line=number,
+                ) from None
+    if run_span is None or run_attributes is None:
+        raise BundleError(f"{display}: no run span (sftrace.kind = 'run')", path=display)
+    if spans[0] is not run_span:
+        raise BundleError(f"{display}:1: the first span must be the run span", path=display)
+    calls.sort(key=lambda call: call.seq)
+    return Bundle(
+        path=root,
+        manifest=manifest,
+        spans=spans,
+        calls=calls,
+        run_input=_json_attribute(run_attributes, A.RUN_INPUT, display),
+        output=_json_attribute(run_attributes, A.RUN_OUTPUT, display),
+        has_run_input=A.RUN_INPUT in run_attributes,
+        has_output=A.RUN_OUTPUT in run_attributes,
+        state_changes=state_changes,
+        redactions=_json_attribute(run_attributes, A.REDACTIONS, display) or [],
+    )
+
+
+def _check_span(
+    span: Any, manifest: Manifest, seen: set[str], seqs: set[int]
+) -> dict[str, Any]:
+    if not isinstance(span, dict):
+        raise ValueError(f"expected a span object, got {type(span).__name__}")
+    span_id = span.get("spanId")
+    if not isinstance(span_id, str) or len(span_id) != 16 or not _is_hex(span_id):
+        raise ValueError(f"spanId must be 16 hex digits, got {span_id!r}")
+    if span.get("traceId") != manifest.trace_id:
+        raise ValueError(
+            f"span {span_id} has traceId {span.get('traceId')!r}, but the manifest's run is "
+            f"{manifest.trace_id!r}"
+        )
+    if span_id in seen:
+        raise ValueError(f"duplicate spanId {span_id}")
+    parent = span.get("parentSpanId") or None
+    if parent is not None and parent not in seen:
+        raise ValueError(
+            f"span {span_id} has parentSpanId {parent!r}, which does not come before it in the "
+            f"file (a missing parent, or a cycle)"
+        )
+    if not isinstance(span.get("name"), str):
+        raise ValueError(f"span {span_id} has no name")
+    raw_attributes = span.get("attributes", [])
+    if not isinstance(raw_attributes, list):
+        raise ValueError(f"span {span_id}: attributes must be a list")
+    attributes = decode_attributes(raw_attributes)
+    kind = attributes.get(A.KIND)
+    if kind is not None:
+        seq = attributes.get(A.SEQ)
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise ValueError(f"span {span_id}: {A.SEQ} must be a non-negative integer")
+        if seq in seqs:
+            raise ValueError(f"span {span_id}: duplicate {A.SEQ} {seq}")
+        seqs.add(seq)
+        if kind not in (A.KIND_RUN, A.KIND_TOOL, A.KIND_LLM):
+            raise ValueError(f"span {span_id}: unknown {A.KIND} {kind!r}")
+        for key in (A.INPUT, A.OUTPUT):
+            value = attributes.get(key)
+            if value is not None:
+                if not isinstance(value, str):
+                    raise ValueError(f"span {span_id}: {key} must be a JSON string")
+                try:
+                    orjson.loads(value)
+                except orjson.JSONDecodeError as exc:
+                    raise ValueError(f"span {span_id}: {key} is not valid JSON ({exc})") from None
+        if kind == A.KIND_RUN and parent is not None:
+            raise ValueError(f"span {span_id}: the run span must have no parent")
+    return attributes
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        int(text, 16)
+    except ValueError:
+        return False
+    return text == text.lower()
+
+
+def _json_attribute(attributes: dict[str, Any], key: str, display: str) -> Any:
+    value = attributes.get(key)
+    if value is None:
+        return None
+    try:
+        return orjson.loads(value)
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise BundleError(f"{display}: run span attribute {key} is not JSON ({exc})") from None
+
+
+def _state_changes(span: dict[str, Any]) -> list[StateChange]:
+    changes = []
+    for event in span.get("events", ()):
+        if event.get("name") != A.EVENT_STATE_CHANGE:
+            continue
+        attributes = decode_attributes(event.get("attributes", ()))
+        changes.append(
+            StateChange(
+                key=str(attributes.get(A.EVENT_KEY)),
+                before=orjson.loads(attributes.get(A.EVENT_BEFORE, "null")),
+                after=orjson.loads(attributes.get(A.EVENT_AFTER, "null")),
+                time_ns=int(event.get("timeUnixNano", 0)),
+            )
+        )
+    return changes
+
+
+# --- integrity ----------------------------------------------------------------------
+
+
+def integrity_problems(root: Path) -> list[str]:
+    """Compare every file of the bundle with ``checksums.sha256``; return the problems.
+
+    Digests show that a bundle changed after it was written; they are not a signature:
+    whoever can change the files can also rewrite the digests.
+    """
+    checksums_path = _bundle_file(root, CHECKSUMS_FILE, 1024 * 1024)
+    display = str(checksums_path)
+    problems: list[str] = []
+    expected: dict[str, str] = {}
+    try:
+        text = checksums_path.read_bytes().decode("ascii")
+    except UnicodeDecodeError:
+        return [f"{display}: not ASCII text"]
+    if not text.endswith("\n"):
+        problems.append(f"{display}: truncated (no newline at the end)")
+    for number, line in enumerate(text.splitlines(), start=1):
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64 or not _is_hex(digest) or "/" in name or name in expected:
+            problems.append(f"{display}:{number}: malformed line {line!r}")
+            continue
+        expected[name] = digest
+    for name in (MANIFEST_FILE, SPANS_FILE):
+        if name not in expected:
+            problems.append(f"{display}: no digest for {name}")
+    present = {entry.name for entry in root.iterdir()} - {CHECKSUMS_FILE}
+    for extra in sorted(present - set(expected)):
+        problems.append(f"{root / extra}: file not listed in {CHECKSUMS_FILE}")
+    for name, digest in sorted(expected.items()):
+        try:
+            target = _bundle_file(root, name, MAX_SPANS_BYTES)
+        except BundleError as exc:
+            problems.append(str(exc))
+            continue
+        actual = _sha256(target)
+        if actual != digest:
+            problems.append(
+                f"{target}: digest mismatch (expected {digest[:16]}..., got {actual[:16]}...): "
+                f"the file changed after the bundle was written"
+            )
+    return problems
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

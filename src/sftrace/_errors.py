@@ -1,0 +1,114 @@
+"""Every error sftrace raises, under one root.
+
+::
+
+    SftraceError
+    ├── ConfigError (also ValueError)          bad configuration or argument
+    ├── TraceSerializationError (also TypeError)  a value could not become JSON
+    ├── BundleError                             a bundle is missing, malformed or unsupported
+    └── ReplayError                             anything that goes wrong while replaying
+        ├── ReplayMismatchError                 the call reached differs from the recorded one
+        ├── ReplayExhaustedError                a call after every recorded call was used
+        ├── ReplayPolicyError                   a call its policy or mode refuses
+        ├── IncompleteReplayError               recorded calls were never reached
+        └── RecordedDependencyError             a recorded non-builtin exception, replayed
+
+Catch ``SftraceError`` to catch anything of this library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SftraceError(Exception):
+    """Root of every error raised by sftrace."""
+
+
+class ConfigError(SftraceError, ValueError):
+    """A configuration value or argument is invalid."""
+
+
+class TraceSerializationError(SftraceError, TypeError):
+    """A recorded value could not be converted to JSON.
+
+    ``path`` is the parameter name or JSON path of the value, ``type_name`` its type.
+    """
+
+    def __init__(self, message: str, *, path: str, type_name: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.type_name = type_name
+
+
+class BundleError(SftraceError):
+    """A bundle is missing, truncated, malformed or of an unsupported version.
+
+    ``path`` names the file, ``line`` the 1-based line when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class ReplayError(SftraceError):
+    """Base of every error raised while replaying a recorded run."""
+
+
+class ReplayMismatchError(ReplayError):
+    """The call reached does not match the recorded call at the same position.
+
+    Attributes: ``call_number`` (1-based), ``recorded`` and ``reached`` (dicts with
+    kind, name and input), ``differences`` (a list of ``(path, recorded, reached)``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        call_number: int,
+        recorded: dict[str, Any] | None,
+        reached: dict[str, Any],
+        differences: list[tuple[str, Any, Any]],
+    ) -> None:
+        super().__init__(message)
+        self.call_number = call_number
+        self.recorded = recorded
+        self.reached = reached
+        self.differences = differences
+
+
+class ReplayExhaustedError(ReplayError):
+    """A call was reached after every recorded call had been used."""
+
+    def __init__(self, message: str, *, call_number: int, reached: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.call_number = call_number
+        self.reached = reached
+
+
+class ReplayPolicyError(ReplayError):
+    """The replay mode or the call's recorded policy refuses this call."""
+
+
+class IncompleteReplayError(ReplayError):
+    """``verify_complete()`` found recorded calls that the replay never reached."""
+
+    def __init__(self, message: str, *, unused: list[Any]) -> None:
+        super().__init__(message)
+        self.unused = unused
+
+
+class RecordedDependencyError(ReplayError):
+    """A recorded call failed with an exception that is not a builtin.
+
+    The replay cannot rebuild that exception type, so it raises this error carrying the
+    recorded ``type_name`` and ``recorded_message``.
+    """
+
+    def __init__(self, type_name: str, recorded_message: str) -> None:
+        super().__init__(f"{type_name}: {recorded_message}")
+        self.type_name = type_name
+        self.recorded_message = recorded_message

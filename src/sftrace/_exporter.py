@@ -1,0 +1,305 @@
+"""``BundleSpanExporter``: an OpenTelemetry ``SpanExporter`` that writes ``.sftrace`` bundles.
+
+Each recorded run is one trace whose root is the run span (``sftrace.kind = "run"``).
+Spans are journaled into the run's bundle as they end; when the run span ends the
+bundle is finished and renamed into place (see ``_bundle_writer``).
+
+Two ways to use it:
+
+- ``record()`` drives the exporter it configured: it registers each run with
+  :meth:`BundleSpanExporter.begin_run` (the output path, whether to overwrite), so the
+  journal exists from the first moment of the run.
+- On any ``TracerProvider`` (``SimpleSpanProcessor(BundleSpanExporter(directory))``), it
+  writes one bundle per sftrace run it sees, named ``<agent>-<run_id>.sftrace`` in
+  ``directory``. Spans of traces that contain no sftrace span are ignored.
+
+As the OpenTelemetry contract requires, ``export`` never raises: a failure is logged once
+per cause and reported as ``SpanExportResult.FAILURE``; ``shutdown`` is idempotent.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from . import _attributes as A
+from ._bundle_writer import BundleWriter, partial_dir_for
+from ._format import (
+    BUNDLE_SUFFIX,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+)
+from ._internal import log_once
+from ._otlp_json import encode_attributes, encode_span, span_id_hex, trace_id_hex
+from ._version import __version__
+
+# Attributes that repeat sftrace.input/sftrace.output; bundles restore them on read.
+_DROPPED = frozenset(A.INPUT_ALIASES + A.OUTPUT_ALIASES)
+
+
+def environment() -> dict[str, str]:
+    """What produced a bundle (no host names, no user names)."""
+    from opentelemetry.sdk.version import __version__ as otel_sdk_version
+
+    return {
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "platform": sys.platform,
+        "sftrace": __version__,
+        "opentelemetry_sdk": otel_sdk_version,
+    }
+
+
+def utc_iso(nanos: int | None = None) -> str:
+    moment = (
+        _dt.datetime.now(_dt.UTC)
+        if nanos is None
+        else _dt.datetime.fromtimestamp(nanos / 1e9, _dt.UTC)
+    )
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class _Totals:
+    spans: int = 0
+    tool_calls: int = 0
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, attributes: Any) -> None:
+        self.spans += 1
+        kind = attributes.get(A.KIND)
+        if kind == A.KIND_TOOL:
+            self.tool_calls += 1
+        elif kind == A.KIND_LLM:
+            self.llm_calls += 1
+            input_tokens = attributes.get(A.GEN_AI_USAGE_INPUT_TOKENS) or 0
+            output_tokens = attributes.get(A.GEN_AI_USAGE_OUTPUT_TOKENS) or 0
+            self.input_tokens += input_tokens
+            self.output_tokens += output_tokens
+            self.total_tokens += (
+                attributes.get(A.USAGE_TOTAL_TOKENS) or input_tokens + output_tokens
+            )
+            self.cost_usd += attributes.get(A.COST_USD) or 0.0
+
+
+@dataclass
+class RunOutcome:
+    """How writing one run's bundle ended: the path written, or the error."""
+
+    path: Path | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class _Run:
+    writer: BundleWriter
+    header: dict[str, Any]
+    final_path: Path | None
+    overwrite: bool
+    totals: _Totals = field(default_factory=_Totals)
+    outcome: RunOutcome = field(default_factory=RunOutcome)
+
+
+class BundleSpanExporter(SpanExporter):
+    """Write the spans of sftrace runs into ``.sftrace`` bundles.
+
+    ``directory``: where bundles of runs not registered by ``record()`` go. With
+    ``None`` only registered runs are written.
+    """
+
+    def __init__(self, directory: str | Path | None = None) -> None:
+        self._directory = Path(directory) if directory is not None else None
+        self._runs: dict[int, _Run] = {}
+        self._outcomes: dict[int, RunOutcome] = {}
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    # -- registration by record() ------------------------------------------------------
+    def begin_run(
+        self, trace_id: int, *, path: Path, overwrite: bool, header: dict[str, Any]
+    ) -> None:
+        """Start the journal of a run whose bundle will be ``path``.
+
+        Raises ``OSError`` when the journal cannot be created (the caller reports it).
+        """
+        full_header = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "trace_id": trace_id_hex(trace_id),
+            "final_name": path.name,
+            "environment": environment(),
+            **header,
+        }
+        writer = BundleWriter(partial_dir_for(path, str(header.get("run_id"))), full_header)
+        with self._lock:
+            self._runs[trace_id] = _Run(writer, full_header, path, overwrite)
+
+    def pop_outcome(self, trace_id: int) -> RunOutcome | None:
+        """The outcome of a finished run (once), or None if it has not finished."""
+        with self._lock:
+            return self._outcomes.pop(trace_id, None)
+
+    def abandon_run(self, trace_id: int) -> None:
+        """Forget a registered run, keeping its journal on disk for ``sftrace recover``."""
+        with self._lock:
+            run = self._runs.pop(trace_id, None)
+        if run is not None:
+            run.writer.close()
+
+    # -- SpanExporter ----------------------------------------------------------------
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        result = SpanExportResult.SUCCESS
+        for span in spans:
+            try:
+                self._export_one(span)
+            except Exception as exc:  # the exporter contract: never raise
+                log_once("writing a span to its bundle", exc)
+                self._fail_run(span, exc)
+                result = SpanExportResult.FAILURE
+        return result
+
+    def shutdown(self) -> None:
+        """Close open journals (they stay on disk, recoverable). Idempotent."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        with self._lock:
+            runs = list(self._runs.values())
+            self._runs.clear()
+        for run in runs:
+            run.writer.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        # Every span is handed to the OS as it is exported: nothing is buffered here.
+        return True
+
+    # -- internals -------------------------------------------------------------------
+    def _export_one(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None:
+            return
+        attributes = span.attributes or {}
+        trace_id = context.trace_id
+        with self._lock:
+            run = self._runs.get(trace_id)
+            if run is None:
+                if self._directory is None or A.KIND not in attributes:
+                    return
+                run = self._open_unregistered(trace_id)
+            line = orjson.dumps(encode_span(span, _DROPPED))
+            seq = attributes.get(A.SEQ)
+            run.writer.append(line, span.start_time or 0, seq if isinstance(seq, int) else None)
+            run.totals.add(attributes)
+            if attributes.get(A.KIND) == A.KIND_RUN:  # the run span is the trace's root
+                del self._runs[trace_id]
+                self._outcomes[trace_id] = run.outcome
+            else:
+                return
+        self._finish(run, span)
+
+    def _open_unregistered(self, trace_id: int) -> _Run:
+        assert self._directory is not None
+        tid = trace_id_hex(trace_id)
+        header = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "trace_id": tid,
+            "run_id": tid,
+            "created_at": utc_iso(),
+            "environment": environment(),
+        }
+        writer = BundleWriter(partial_dir_for(self._directory / f"trace-{tid}", tid), header)
+        run = _Run(writer, header, None, False)
+        self._runs[trace_id] = run
+        return run
+
+    def _finish(self, run: _Run, root: ReadableSpan) -> None:
+        try:
+            manifest = build_manifest(run.header, root, run.totals)
+            path = run.final_path
+            if path is None:
+                assert self._directory is not None
+                path = self._directory / (
+                    f"{manifest['agent_name']}-{manifest['run_id']}{BUNDLE_SUFFIX}"
+                )
+            run.outcome.path = run.writer.finalize(manifest, path, overwrite=run.overwrite)
+        except Exception as exc:
+            run.writer.close()  # the journal stays: `sftrace recover` can rebuild the run
+            run.outcome.error = exc
+            raise
+
+    def _fail_run(self, span: ReadableSpan, exc: BaseException) -> None:
+        context = span.context
+        if context is None:
+            return
+        with self._lock:
+            run = self._runs.get(context.trace_id)
+            if run is not None and run.outcome.error is None:
+                run.outcome.error = exc
+            outcome = self._outcomes.get(context.trace_id)
+            if outcome is not None and outcome.error is None:
+                outcome.error = exc
+
+
+def build_manifest(header: dict[str, Any], root: ReadableSpan, totals: _Totals) -> dict[str, Any]:
+    """The manifest of a finished run, from its journal header, run span and totals."""
+    attributes = root.attributes or {}
+    context = root.context
+    assert context is not None
+    status = attributes.get(A.STATUS) or STATUS_COMPLETED
+    failure = None
+    if status == STATUS_FAILED:
+        failure = {
+            "type": attributes.get(A.ERROR_TYPE),
+            "message": attributes.get(A.ERROR_MESSAGE),
+            "step": attributes.get(A.ERROR_STEP),
+        }
+    start, end = root.start_time or 0, root.end_time or 0
+    scope = root.instrumentation_scope
+    manifest: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "run_id": str(attributes.get(A.RUN_ID) or header.get("run_id")),
+        "trace_id": trace_id_hex(context.trace_id),
+        "root_span_id": span_id_hex(context.span_id),
+        "agent_name": str(attributes.get(A.GEN_AI_AGENT_NAME) or header.get("agent_name")),
+        "created_at": header.get("created_at") or utc_iso(start),
+        "started_at": utc_iso(start),
+        "ended_at": utc_iso(end),
+        "status": status,
+        "failure": failure,
+        "totals": {
+            "spans": totals.spans,
+            "tool_calls": totals.tool_calls,
+            "llm_calls": totals.llm_calls,
+            "input_tokens": totals.input_tokens,
+            "output_tokens": totals.output_tokens,
+            "total_tokens": totals.total_tokens,
+            "cost_usd": round(totals.cost_usd, 10),
+            "duration_ms": round((end - start) / 1e6, 3),
+        },
+        "replay_of": attributes.get(A.REPLAY_OF),
+        "environment": header.get("environment") or environment(),
+        "resource": {"attributes": encode_attributes(root.resource.attributes)},
+        "scope": {"name": scope.name, "version": scope.version or ""} if scope else None,
+        "notes": [],
+    }
+    return manifest

@@ -1,0 +1,29 @@
+"""Names and versions of the ``.sftrace`` bundle format (see ``docs/bundle-format.md``)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+FORMAT_NAME: Final = "sftrace-bundle"
+FORMAT_VERSION: Final = 1
+# Versions this reader understands. A future version adds itself here together with a
+# conversion of older manifests and span lines into the newest shape (``_bundle.py``).
+SUPPORTED_VERSIONS: Final = frozenset({1})
+
+BUNDLE_SUFFIX: Final = ".sftrace"
+MANIFEST_FILE: Final = "manifest.json"
+SPANS_FILE: Final = "spans.jsonl"
+CHECKSUMS_FILE: Final = "checksums.sha256"
+# Files of a bundle still being written (or left behind by a crash).
+JOURNAL_FILE: Final = "journal.jsonl"
+HEADER_FILE: Final = "header.json"
+PARTIAL_SUFFIX: Final = ".partial"
+
+# Bounds on what a reader accepts, so a hostile bundle cannot exhaust memory.
+MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
+MAX_LINE_BYTES: Final = 256 * 1024 * 1024
+MAX_SPANS_BYTES: Final = 8 * 1024 * 1024 * 1024
+
+STATUS_COMPLETED: Final = "completed"
+STATUS_FAILED: Final = "failed"
+STATUS_INTERRUPTED: Final = "interrupted"

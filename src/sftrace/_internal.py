@@ -1,0 +1,46 @@
+"""Internal-error handling: never break the host in production, be strict under tests.
+
+An internal failure of sftrace (a full disk, an exporter error, a bug) goes through
+:func:`internal_error`. In production it is logged once per cause and swallowed, so the
+agent behaves exactly as it would without sftrace. Under pytest, or with
+``SFTRACE_STRICT=1``, it is raised so it gets found.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+
+logger = logging.getLogger("sftrace")
+
+_seen: set[tuple[str, str]] = set()
+_seen_lock = threading.Lock()
+
+
+def strict_mode() -> bool:
+    """True when internal errors should raise: ``SFTRACE_STRICT`` set, or under pytest."""
+    flag = os.environ.get("SFTRACE_STRICT", "").strip().lower()
+    if flag in {"1", "true", "yes", "on"}:
+        return True
+    if flag in {"0", "false", "no", "off"}:
+        return False
+    return "pytest" in sys.modules
+
+
+def internal_error(what: str, exc: BaseException) -> None:
+    """Report an internal failure: raise it in strict mode, else log it once per cause."""
+    if strict_mode():
+        raise exc
+    log_once(what, exc)
+
+
+def log_once(what: str, exc: BaseException) -> None:
+    """Log ``exc`` for ``what`` once per (what, exception type) pair."""
+    key = (what, type(exc).__qualname__)
+    with _seen_lock:
+        if key in _seen:
+            return
+        _seen.add(key)
+    logger.warning("sftrace: %s failed: %s: %s", what, type(exc).__name__, exc, exc_info=exc)

@@ -1,0 +1,131 @@
+"""Spans as OTLP/JSON objects: the encoding of bundle lines.
+
+The mapping is the OTLP/JSON one used by the OpenTelemetry Collector's ``file``
+exporter: lowercase hex ids, integer enums (span kind is the SDK value + 1), 64-bit
+integers as decimal strings, lowerCamelCase keys and typed attribute values. A bundle
+line is exactly one ``Span`` object of an ``ExportTraceServiceRequest``, so a bundle
+turns into OTLP (and back) without loss.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+JSONDict = dict[str, Any]
+
+
+def trace_id_hex(trace_id: int) -> str:
+    return f"{trace_id:032x}"
+
+
+def span_id_hex(span_id: int) -> str:
+    return f"{span_id:016x}"
+
+
+def encode_value(value: Any) -> JSONDict:
+    """One attribute value as an OTLP ``AnyValue`` object."""
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, bytes):
+        return {"bytesValue": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, Mapping):
+        return {"kvlistValue": {"values": encode_attributes(value)}}
+    if isinstance(value, Sequence):
+        return {"arrayValue": {"values": [encode_value(item) for item in value]}}
+    return {"stringValue": str(value)}
+
+
+def encode_attributes(
+    attributes: Mapping[str, Any] | None, drop: frozenset[str] = frozenset()
+) -> list[JSONDict]:
+    if not attributes:
+        return []
+    return [
+        {"key": key, "value": encode_value(value)}
+        for key, value in attributes.items()
+        if key not in drop
+    ]
+
+
+def decode_value(value: Mapping[str, Any]) -> Any:
+    """An OTLP ``AnyValue`` object back to a Python value; unknown shapes give None."""
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "arrayValue" in value:
+        return tuple(decode_value(item) for item in value["arrayValue"].get("values", ()))
+    if "kvlistValue" in value:
+        return decode_attributes(value["kvlistValue"].get("values", ()))
+    if "bytesValue" in value:
+        return base64.b64decode(value["bytesValue"])
+    return None
+
+
+def decode_attributes(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    return {item["key"]: decode_value(item.get("value", {})) for item in items}
+
+
+def encode_span(span: ReadableSpan, drop: frozenset[str] = frozenset()) -> JSONDict:
+    """One finished SDK span as an OTLP/JSON ``Span`` object.
+
+    ``drop`` names attributes left out (the aliases a bundle restores on read).
+    """
+    context = span.context
+    assert context is not None
+    encoded: JSONDict = {
+        "traceId": trace_id_hex(context.trace_id),
+        "spanId": span_id_hex(context.span_id),
+        "name": span.name,
+        "kind": span.kind.value + 1,
+        "startTimeUnixNano": str(span.start_time or 0),
+        "endTimeUnixNano": str(span.end_time or 0),
+        "attributes": encode_attributes(span.attributes, drop),
+        "status": _encode_status(span),
+    }
+    if span.parent is not None:
+        encoded["parentSpanId"] = span_id_hex(span.parent.span_id)
+    if span.events:
+        encoded["events"] = [
+            {
+                "timeUnixNano": str(event.timestamp),
+                "name": event.name,
+                "attributes": encode_attributes(event.attributes),
+            }
+            for event in span.events
+        ]
+    if span.links:
+        encoded["links"] = [
+            {
+                "traceId": trace_id_hex(link.context.trace_id),
+                "spanId": span_id_hex(link.context.span_id),
+                "attributes": encode_attributes(link.attributes),
+            }
+            for link in span.links
+        ]
+    return encoded
+
+
+def _encode_status(span: ReadableSpan) -> JSONDict:
+    status = span.status
+    code = status.status_code.value
+    if code == 0:
+        return {}
+    encoded: JSONDict = {"code": code}
+    if status.description:
+        encoded["message"] = status.description
+    return encoded

@@ -1,0 +1,70 @@
+"""``ReplaySpanProcessor``: matches each boundary span, as it starts, to the recording.
+
+A replay registers its :class:`ReplayController` under the trace id of its run span.
+When a tool or LLM span of that trace starts, the processor asks the controller for a
+decision and leaves it for the interceptor in the boundary, which acts on it before the
+body would run. Like every span processor it never blocks and never raises.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from . import _attributes as A
+from ._internal import log_once
+from ._replay_controller import Action, Decision, Reached, ReplayController
+
+_controllers: dict[int, ReplayController] = {}
+_lock = threading.Lock()
+
+
+def register(trace_id: int, controller: ReplayController) -> None:
+    with _lock:
+        _controllers[trace_id] = controller
+
+
+def unregister(trace_id: int) -> None:
+    with _lock:
+        _controllers.pop(trace_id, None)
+
+
+class ReplaySpanProcessor(SpanProcessor):
+    """Decides, as each boundary span starts, what the replayed call does."""
+
+    def __init__(self) -> None:
+        self.active = True
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if not self.active or not _controllers:
+            return
+        try:
+            attributes = span.attributes
+            if not attributes or attributes.get(A.KIND) not in (A.KIND_TOOL, A.KIND_LLM):
+                return
+            context = span.get_span_context()
+            controller = _controllers.get(context.trace_id)
+            if controller is None:
+                return
+            controller.store(context.span_id, controller.decide(Reached.from_attributes(attributes)))
+        except Exception as exc:  # never raise into the host; the boundary decides instead
+            log_once("matching a replayed call", exc)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not self.active or not _controllers:
+            return
+        context = span.context
+        controller = _controllers.get(context.trace_id) if context is not None else None
+        if controller is not None:
+            controller.spans.append(span)
+
+    def shutdown(self) -> None:
+        self.active = False
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+__all__ = ["Action", "Decision", "ReplaySpanProcessor", "register", "unregister"]
