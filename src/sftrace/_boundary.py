@@ -116,9 +116,7 @@ class BoundaryCall:
         if replay is not None:
             decision = replay.take(self.span.get_span_context().span_id)
             if decision is None:  # the processor did not see the span (not sampled...)
-                decision = replay.decide(
-                    Reached(spec.kind, spec.name, spec.provider, input_json)
-                )
+                decision = replay.decide(Reached(spec.kind, spec.name, spec.provider, input_json))
             self.decision = decision
         self.token = otel_context.attach(trace.set_span_in_context(self.span))
 
@@ -139,7 +137,8 @@ class BoundaryCall:
         assert recorded is not None
         if decision.action is Action.MANUAL:
             replay = self.run.replay
-            assert replay is not None and replay.manual is not None
+            assert replay is not None
+            assert replay.manual is not None
             value = replay.manual(recorded)
             self.finish(value)
             return value

@@ -490,9 +490,7 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
     )
 
 
-def _check_span(
-    span: Any, manifest: Manifest, seen: set[str], seqs: set[int]
-) -> dict[str, Any]:
+def _check_span(span: Any, manifest: Manifest, seen: set[str], seqs: set[int]) -> dict[str, Any]:
     if not isinstance(span, dict):
         raise ValueError(f"expected a span object, got {type(span).__name__}")
     span_id = span.get("spanId")

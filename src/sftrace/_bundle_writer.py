@@ -175,7 +175,5 @@ def _exchange(a: Path, b: Path) -> bool:
             _libc = False
     if _libc is False:
         return False
-    result = _libc.renameat2(
-        _AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE
-    )
+    result = _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
     return bool(result == 0)

@@ -19,7 +19,9 @@ class _Missing:
 MISSING: Final[Any] = _Missing()
 
 
-def differences(left: Any, right: Any, path: str = "$", limit: int = 50) -> list[tuple[str, Any, Any]]:
+def differences(
+    left: Any, right: Any, path: str = "$", limit: int = 50
+) -> list[tuple[str, Any, Any]]:
     """The differing paths between ``left`` and ``right`` (at most ``limit`` of them)."""
     found: list[tuple[str, Any, Any]] = []
     _walk(left, right, path, found, limit)
@@ -28,7 +30,7 @@ def differences(left: Any, right: Any, path: str = "$", limit: int = 50) -> list
 
 def _same_scalar(left: Any, right: Any) -> bool:
     # JSON distinguishes true from 1; Python's == does not.
-    return type(left) is type(right) and left == right or (
+    return (type(left) is type(right) and left == right) or (
         isinstance(left, int | float)
         and isinstance(right, int | float)
         and not isinstance(left, bool)
@@ -65,9 +67,7 @@ def _is_identifier(key: str) -> bool:
 
 def format_differences(diffs: list[tuple[str, Any, Any]], *, left: str, right: str) -> str:
     """One indented line per difference: ``$.a: recorded 1, reached 2``."""
-    return "\n".join(
-        f"    {path}: {left} {_short(a)}, {right} {_short(b)}" for path, a, b in diffs
-    )
+    return "\n".join(f"    {path}: {left} {_short(a)}, {right} {_short(b)}" for path, a, b in diffs)
 
 
 def _short(value: Any, width: int = 120) -> str:

@@ -147,9 +147,7 @@ class LLMCallHandle:
 class ManualLLMCall:
     """Context manager behind ``session.llm_call``."""
 
-    def __init__(
-        self, run: ActiveRun | None, *, provider: str, model: str, input: Any
-    ) -> None:
+    def __init__(self, run: ActiveRun | None, *, provider: str, model: str, input: Any) -> None:
         self._run = run
         self._spec = _spec(provider, model, ReplayPolicy.FROZEN, None)
         self._input = input
@@ -173,7 +171,8 @@ class ManualLLMCall:
         return handle
 
     def _fail_and_close(self, error: BaseException | None) -> None:
-        assert error is not None and self._call is not None
+        assert error is not None
+        assert self._call is not None
         self._call.fail(error)
         self._call.close()
         self._call = None

@@ -21,9 +21,7 @@ class _StrChoice(StrEnum):
             return cls(value)
         except ValueError:
             choices = ", ".join(repr(m.value) for m in cls)
-            raise ConfigError(
-                f"invalid {parameter}={value!r}: expected one of {choices}"
-            ) from None
+            raise ConfigError(f"invalid {parameter}={value!r}: expected one of {choices}") from None
 
 
 class ReplayPolicy(_StrChoice):

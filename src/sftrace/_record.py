@@ -119,7 +119,9 @@ class RecordingSession:
 
     def llm_call(self, *, model: str, input: Any, provider: str = "unknown") -> ManualLLMCall:
         """A manual LLM call: ``with session.llm_call(...) as handle: handle.set_output(r)``."""
-        return ManualLLMCall(self._require_run("llm_call"), provider=provider, model=model, input=input)
+        return ManualLLMCall(
+            self._require_run("llm_call"), provider=provider, model=model, input=input
+        )
 
     def _require_run(self, what: str) -> ActiveRun:
         if self._run is None:
@@ -224,7 +226,9 @@ class RecordingSession:
 
     def _register(self) -> None:
         run, state, path = self._run, self._state, self._planned_path
-        assert run is not None and state is not None and path is not None
+        assert run is not None
+        assert state is not None
+        assert path is not None
         if not run.span.is_recording():
             log_once(
                 "recording a run",

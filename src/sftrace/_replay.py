@@ -140,7 +140,9 @@ class ReplaySession:
         unused = self.unused
         if not unused:
             return
-        listed = "\n".join(f"  call {call.seq}: {call.label} {call.input_json[:120]}" for call in unused[:10])
+        listed = "\n".join(
+            f"  call {call.seq}: {call.label} {call.input_json[:120]}" for call in unused[:10]
+        )
         more = f"\n  ... and {len(unused) - 10} more" if len(unused) > 10 else ""
         raise IncompleteReplayError(
             f"replay incomplete: {len(unused)} of {len(self.bundle.calls)} recorded calls were "
@@ -230,7 +232,9 @@ class ReplaySession:
 
     def _begin_save(self) -> None:
         run, state, path = self._run, self._state, self._save
-        assert run is not None and state is not None and path is not None
+        assert run is not None
+        assert state is not None
+        assert path is not None
         if path.exists() and (not path.is_dir() or any(path.iterdir())) and not self._overwrite:
             from ._errors import BundleError
 
@@ -253,7 +257,8 @@ class ReplaySession:
 
     def _deactivate(self, exc: BaseException | None) -> None:
         run, tokens = self._run, self._tokens
-        assert run is not None and tokens is not None
+        assert run is not None
+        assert tokens is not None
         try:
             otel_context.detach(tokens[1])
         finally:
@@ -263,7 +268,8 @@ class ReplaySession:
 
     def _end(self) -> None:
         run, state = self._run, self._state
-        assert run is not None and state is not None
+        assert run is not None
+        assert state is not None
         try:
             run.span.end()
         finally:

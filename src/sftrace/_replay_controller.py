@@ -71,8 +71,9 @@ class Reached:
     def from_attributes(cls, attributes: Any) -> Reached:
         kind = attributes[A.KIND]
         if kind == A.KIND_LLM:
-            name, provider = attributes.get(A.GEN_AI_REQUEST_MODEL), attributes.get(
-                A.GEN_AI_PROVIDER_NAME
+            name, provider = (
+                attributes.get(A.GEN_AI_REQUEST_MODEL),
+                attributes.get(A.GEN_AI_PROVIDER_NAME),
             )
         else:
             name, provider = attributes.get(A.GEN_AI_TOOL_NAME), None
@@ -163,7 +164,10 @@ class ReplayController:
             self._used[index] = True
             recorded = self.calls[index]
             decision = self._apply_policy(number, recorded, reached)
-            self.matched.append(MatchedCall(number, recorded, decision.action.value))
+            label = decision.action.value
+            if decision.action is Action.RAISE and not isinstance(decision.error, ReplayError):
+                label = Action.RETURN.value  # a recorded failure, answered from the recording
+            self.matched.append(MatchedCall(number, recorded, label))
             if decision.action is Action.RAISE and isinstance(decision.error, ReplayError):
                 self._diverge(decision.error)
             return decision
@@ -186,9 +190,7 @@ class ReplayController:
     def _live_llm(self, number: int, reached: Reached) -> Decision:
         # A live LLM's input may change: pair it with the recorded call at the same
         # position if that is the same provider and model, to keep later calls aligned.
-        candidates = (
-            [self._next] if self.match is MatchMode.STRICT else range(len(self.calls))
-        )
+        candidates = [self._next] if self.match is MatchMode.STRICT else range(len(self.calls))
         for index in candidates:
             if index < len(self.calls) and not self._used[index]:
                 recorded = self.calls[index]
@@ -224,7 +226,8 @@ class ReplayController:
         if same:
             return min(same, key=lambda c: len(differences(c.input, loads(reached.input_json))))
         same_kind = [c for c in unused if c.kind == reached.kind]
-        return (same_kind or unused or [None])[0]
+        candidates = same_kind or unused
+        return candidates[0] if candidates else None
 
     def _exhausted(self, number: int, reached: Reached) -> ReplayExhaustedError:
         return ReplayExhaustedError(
@@ -260,7 +263,9 @@ class ReplayController:
         if recorded is not None:
             diffs = differences(recorded.input, reached_input)
             where = "nearest unused recorded call" if unordered else "recorded"
-            lines.append(f"  {where}: call {recorded.seq}: {recorded.label} {_preview(recorded.input_json)}")
+            lines.append(
+                f"  {where}: call {recorded.seq}: {recorded.label} {_preview(recorded.input_json)}"
+            )
         lines.append(f"  reached:  {reached.label} {_preview(reached.input_json)}")
         if diffs and recorded is not None and _identity(recorded) == _identity(reached):
             lines.append("  input differs at:")

@@ -48,7 +48,9 @@ class ReplaySpanProcessor(SpanProcessor):
             controller = _controllers.get(context.trace_id)
             if controller is None:
                 return
-            controller.store(context.span_id, controller.decide(Reached.from_attributes(attributes)))
+            controller.store(
+                context.span_id, controller.decide(Reached.from_attributes(attributes))
+            )
         except Exception as exc:  # never raise into the host; the boundary decides instead
             log_once("matching a replayed call", exc)
 

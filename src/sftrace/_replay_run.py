@@ -83,9 +83,7 @@ def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
     if callable(entrypoint):
         return entrypoint
     if not isinstance(entrypoint, str) or ":" not in entrypoint:
-        raise ConfigError(
-            f"entrypoint must be 'module:function' or a callable, got {entrypoint!r}"
-        )
+        raise ConfigError(f"entrypoint must be 'module:function' or a callable, got {entrypoint!r}")
     module_name, _, attribute_path = entrypoint.partition(":")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())

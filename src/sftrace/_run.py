@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import Tracer
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from . import _attributes as A
 from ._format import STATUS_COMPLETED, STATUS_FAILED

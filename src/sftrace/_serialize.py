@@ -112,7 +112,9 @@ def _convert(value: Any, serializer: Serializer | None, path: str, depth: int) -
             result[name] = _convert(item, serializer, f"{path}.{name}", depth + 1)
         return result
     if isinstance(value, list | tuple):
-        return [_convert(item, serializer, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+        return [
+            _convert(item, serializer, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)
+        ]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             f.name: _convert(getattr(value, f.name), serializer, f"{path}.{f.name}", depth + 1)

@@ -31,9 +31,14 @@ class ArgumentBinder:
         self.signature = signature = inspect.signature(func)
         params = list(signature.parameters.values())
         self.drop: str | None = None
-        if params and params[0].name in ("self", "cls") and params[0].kind in (
-            _P.POSITIONAL_ONLY,
-            _P.POSITIONAL_OR_KEYWORD,
+        if (
+            params
+            and params[0].name in ("self", "cls")
+            and params[0].kind
+            in (
+                _P.POSITIONAL_ONLY,
+                _P.POSITIONAL_OR_KEYWORD,
+            )
         ):
             self.drop = params[0].name
         self.simple = all(p.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY) for p in params)
