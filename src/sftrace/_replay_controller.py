@@ -114,6 +114,7 @@ class ReplayController:
         allow_live_tools: Iterable[str] = (),
         manual: ManualHandler | None = None,
         recorded_run_id: str = "",
+        span_parents: dict[str, str | None] | None = None,
     ) -> None:
         self.calls = calls
         self.mode = mode
@@ -131,6 +132,8 @@ class ReplayController:
         self._decisions: dict[int, Decision] = {}
         self.spans: list[Any] = []  # the replay's own finished spans (ReadableSpan)
         self._by_key: dict[tuple[str, str, str | None, str], deque[int]] = defaultdict(deque)
+        self.covered: list[Call] = []  # recorded calls inside a substituted call
+        self._inner = _inner_calls(calls, span_parents or {})
         if match is MatchMode.UNORDERED:
             for index, call in enumerate(calls):
                 self._by_key[(*_identity(call), call.input_json)].append(index)
@@ -164,6 +167,10 @@ class ReplayController:
             self._used[index] = True
             recorded = self.calls[index]
             decision = self._apply_policy(number, recorded, reached)
+            if decision.action in (Action.RETURN, Action.MANUAL) or (
+                decision.action is Action.RAISE and not isinstance(decision.error, ReplayError)
+            ):
+                self._cover(index)
             label = decision.action.value
             if decision.action is Action.RAISE and not isinstance(decision.error, ReplayError):
                 label = Action.RETURN.value  # a recorded failure, answered from the recording
@@ -171,6 +178,16 @@ class ReplayController:
             if decision.action is Action.RAISE and isinstance(decision.error, ReplayError):
                 self._diverge(decision.error)
             return decision
+
+    def _cover(self, index: int) -> None:
+        """Mark the calls recorded inside a call whose body will not run as used."""
+        pending = list(self._inner.get(index, ()))
+        while pending:
+            inner = pending.pop()
+            if not self._used[inner]:
+                self._used[inner] = True
+                self.covered.append(self.calls[inner])
+            pending.extend(self._inner.get(inner, ()))
 
     def diverge(self, error: ReplayError) -> None:
         with self._lock:
@@ -212,6 +229,8 @@ class ReplayController:
             if all(self._used):
                 raise self._exhausted(number, reached)
             raise self._mismatch(number, reached, self._nearest(reached), unordered=True)
+        while self._next < len(self.calls) and self._used[self._next]:
+            self._next += 1
         if self._next >= len(self.calls):
             raise self._exhausted(number, reached)
         recorded = self.calls[self._next]
@@ -321,6 +340,25 @@ class ReplayController:
         if recorded.error is not None:
             return Decision(Action.RAISE, recorded, rebuild_exception(recorded))
         return Decision(Action.RETURN, recorded)
+
+
+def _inner_calls(calls: list[Call], span_parents: dict[str, str | None]) -> dict[int, list[int]]:
+    """For each call index, the indexes of the calls directly inside it.
+
+    A call is inside another when walking up its parent spans (through spans that are not
+    calls, such as the application's own spans) reaches the other call's span.
+    """
+    index_of = {call.span_id: index for index, call in enumerate(calls)}
+    inner: dict[int, list[int]] = {}
+    for index, call in enumerate(calls):
+        parent = call.parent_span_id
+        hops = 0
+        while parent is not None and parent not in index_of and hops < 10_000:
+            parent = span_parents.get(parent)
+            hops += 1
+        if parent is not None and parent in index_of:
+            inner.setdefault(index_of[parent], []).append(index)
+    return inner
 
 
 def rebuild_exception(call: Call) -> BaseException:

@@ -1,0 +1,427 @@
+"""Replay: every instrumented call answered from the recording, in strict order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import sample_agents as agents
+from sftrace import (
+    Call,
+    ConfigError,
+    IncompleteReplayError,
+    RecordedDependencyError,
+    ReplayExhaustedError,
+    ReplayMismatchError,
+    ReplayPolicyError,
+    areplay_run,
+    llm_request,
+    load_bundle,
+    record,
+    replay,
+    replay_run,
+    trace_tool,
+)
+
+
+@pytest.fixture(autouse=True)
+def _clear_executed() -> None:
+    agents.EXECUTED.clear()
+
+
+def recorded(path: Path, agent: Callable[[], Any], *, run_input: Any = None) -> Path:
+    """Record ``agent()`` into ``path``; its exception, if any, is swallowed."""
+    try:
+        with record("agent", output=path, run_input=run_input) as session:
+            session.set_output(agent())
+    except Exception:
+        pass
+    agents.EXECUTED.clear()
+    return path
+
+
+def test_frozen_replay_returns_recorded_values_without_running_bodies(tmp_path: Path) -> None:
+    """Frozen replay never runs an instrumented body and restores annotated return types."""
+    bundle = recorded(tmp_path / "b.sftrace", agents.booking_agent)
+    with replay(bundle) as session:
+        flights = agents.search_flights("Lisbon")
+        agents.ask(f"pick from {[f.id for f in flights]}")
+        booked = agents.book("FR2")
+    assert agents.EXECUTED == []
+    assert flights == [agents.Flight("TP1", 120), agents.Flight("FR2", 90)]
+    assert booked == {"ok": True, "flight_id": "FR2"}
+    assert [m.action for m in session.matched] == ["substituted"] * 3
+    assert session.unused == []
+    assert session.divergence is None
+    session.verify_complete()
+
+
+def test_pydantic_return_annotation_is_restored(tmp_path: Path) -> None:
+    """A tool annotated to return a pydantic model gets the model back on replay."""
+    bundle = recorded(tmp_path / "q.sftrace", lambda: agents.quote("FR2"))
+    with replay(bundle):
+        value = agents.quote("FR2")
+    assert value == agents.Quote(flight_id="FR2", total=99.5)
+    assert agents.EXECUTED == []
+
+
+def test_mismatch_reports_call_number_both_calls_and_differing_paths(tmp_path: Path) -> None:
+    """A different input raises before the body runs, naming the paths and both values."""
+    bundle = recorded(tmp_path / "m.sftrace", agents.booking_agent)
+    with replay(bundle) as session:
+        agents.search_flights("Lisbon")
+        with pytest.raises(ReplayMismatchError) as caught:
+            agents.ask("something else")  # the agent catches nothing: pytest does
+    error = caught.value
+    message = str(error)
+    assert "call 2" in message
+    assert "llm fake/fake-1" in message
+    assert "$.prompt" in message
+    assert "something else" in message
+    assert "pick from ['TP1', 'FR2']" in message
+    assert error.call_number == 2
+    assert error.differences == [("$.prompt", "pick from ['TP1', 'FR2']", "something else")]
+    assert error.recorded is not None
+    assert error.recorded["input"] == {"prompt": "pick from ['TP1', 'FR2']"}
+    assert session.divergence is error
+    assert agents.EXECUTED == []
+
+
+def test_wrong_tool_at_position_names_recorded_and_reached(tmp_path: Path) -> None:
+    """Reaching another tool than recorded says what the recording has there."""
+    bundle = recorded(tmp_path / "w.sftrace", agents.booking_agent)
+    with replay(bundle), pytest.raises(ReplayMismatchError) as caught:
+        agents.book("FR2")
+    message = str(caught.value)
+    assert "reached tool book, but the recording has tool flight_search" in message
+
+
+def test_divergence_is_kept_when_the_agent_catches_it(tmp_path: Path) -> None:
+    """The first divergence stays on the session even if the agent swallows the error."""
+    bundle = recorded(tmp_path / "c.sftrace", agents.booking_agent)
+    with replay(bundle) as session, contextlib.suppress(ReplayMismatchError):
+        agents.book("nope")
+    assert isinstance(session.divergence, ReplayMismatchError)
+
+
+def test_exhausted_after_all_recorded_calls(tmp_path: Path) -> None:
+    """A call after every recorded call was used raises ReplayExhaustedError."""
+    bundle = recorded(tmp_path / "e.sftrace", lambda: agents.book("FR2"))
+    with replay(bundle) as session:
+        agents.book("FR2")
+        with pytest.raises(ReplayExhaustedError, match="all 1 recorded calls were already used"):
+            agents.book("FR2")
+    assert isinstance(session.divergence, ReplayExhaustedError)
+
+
+def test_verify_complete_lists_unused_calls(tmp_path: Path) -> None:
+    """Recorded calls never reached are reported by verify_complete()."""
+    bundle = recorded(tmp_path / "u.sftrace", agents.booking_agent)
+    with replay(bundle) as session:
+        agents.search_flights("Lisbon")
+    assert [c.seq for c in session.unused] == [2, 3]
+    with pytest.raises(IncompleteReplayError, match="2 of 3 recorded calls") as caught:
+        session.verify_complete()
+    assert "call 3: tool book" in str(caught.value)
+
+
+def test_recorded_builtin_exception_is_raised_again(tmp_path: Path) -> None:
+    """A recorded ValueError replays as a ValueError with the same message."""
+    bundle = recorded(tmp_path / "x.sftrace", lambda: agents.book("TP1"))
+    with replay(bundle) as session, pytest.raises(ValueError, match=r"^sold out$"):
+        agents.book("TP1")
+    assert agents.EXECUTED == []
+    assert session.divergence is None
+
+
+def test_recorded_custom_exception_becomes_recorded_dependency_error(tmp_path: Path) -> None:
+    """Non-builtin exceptions replay as RecordedDependencyError carrying type and message."""
+    bundle = recorded(tmp_path / "d.sftrace", lambda: agents.charge(3.0))
+    with replay(bundle), pytest.raises(RecordedDependencyError) as caught:
+        agents.charge(3.0)
+    assert caught.value.type_name == "sample_agents.PaymentDeclined"
+    assert caught.value.recorded_message == "card declined for 3.0"
+
+
+def test_unordered_match_answers_calls_in_any_order(tmp_path: Path) -> None:
+    """In unordered mode each call takes the earliest unused identical recorded call."""
+
+    async def gather(items: list[str]) -> list[Any]:
+        return list(await asyncio.gather(*(agents.fetch(item) for item in items)))
+
+    bundle = recorded(tmp_path / "g.sftrace", lambda: asyncio.run(gather(["a", "b", "a"])))
+    with replay(bundle, match="unordered") as session:
+        assert asyncio.run(gather(["b", "a", "a"])) == [{"item": "b"}, {"item": "a"}, {"item": "a"}]
+    assert agents.EXECUTED == []
+    assert [m.recorded.seq for m in session.matched] == [2, 1, 3]
+    assert session.unused == []
+    with replay(bundle) as strict, pytest.raises(ReplayMismatchError):
+        asyncio.run(gather(["b", "a", "a"]))
+    assert strict.divergence is not None
+
+
+def test_unordered_mismatch_names_nearest_unused_call(tmp_path: Path) -> None:
+    """When no identical call is left, the error shows the nearest unused recorded call."""
+    bundle = recorded(tmp_path / "n.sftrace", agents.booking_agent)
+    with replay(bundle, match="unordered"), pytest.raises(ReplayMismatchError) as caught:
+        agents.search_flights("Porto")
+    message = str(caught.value)
+    assert "nearest unused recorded call: call 1: tool flight_search" in message
+    assert "$.destination: recorded 'Lisbon', reached 'Porto'" in message
+    assert caught.value.differences == [("$.destination", "Lisbon", "Porto")]
+
+
+def test_calls_inside_a_substituted_tool_are_covered_not_unused(tmp_path: Path) -> None:
+    """Tools recorded inside a frozen tool are not reached, and not reported as unused."""
+    bundle = recorded(tmp_path / "c.sftrace", lambda: asyncio.run(agents.async_agent("c")))
+    with replay(bundle) as session:
+        assert asyncio.run(agents.async_agent("c")) == "about c"
+    assert [m.recorded.name for m in session.matched] == [
+        "gather_parent",
+        "gather_parent",
+        "fake-1",
+    ]
+    assert len(session.controller.covered) == 4
+    session.verify_complete()
+
+
+def test_gather_agent_replays_in_strict_mode(tmp_path: Path) -> None:
+    """An asyncio.gather agent replays in strict mode when its order is stable."""
+    bundle = recorded(tmp_path / "s.sftrace", lambda: asyncio.run(agents.async_agent("z")))
+    result = replay_run(bundle, lambda: asyncio.run(agents.async_agent("z")))
+    assert result.status == "completed"
+    assert result.return_value == "about z"
+    assert result.unused == []
+    assert agents.EXECUTED == []
+
+
+def test_live_mode_runs_llms_and_only_allowed_tools(tmp_path: Path) -> None:
+    """Live mode runs LLM calls; a tool runs only when allowed, else ReplayPolicyError."""
+    bundle = recorded(tmp_path / "l.sftrace", agents.booking_agent)
+    with replay(bundle, mode="live"), pytest.raises(ReplayPolicyError, match="allow_live_tools"):
+        agents.search_flights("Lisbon")
+    assert agents.EXECUTED == []
+    with replay(bundle, mode="live", allow_live_tools=["flight_search", "book"]) as session:
+        agents.booking_agent()
+    assert agents.EXECUTED == ["search:Lisbon", "llm", "book:FR2"]
+    assert [m.action for m in session.matched] == ["executed"] * 3
+
+
+def test_hybrid_mode_runs_named_llms_live_with_changed_inputs(tmp_path: Path) -> None:
+    """Hybrid keeps tools frozen and runs the named LLM live, even with a new prompt."""
+    bundle = recorded(tmp_path / "h.sftrace", agents.booking_agent)
+    with replay(bundle, mode="hybrid", live_llms=["fake/fake-1"]) as session:
+        agents.search_flights("Lisbon")
+        reply = agents.ask("a brand new prompt")
+        agents.book("FR2")
+    assert reply["text"] == "answer to a brand new prompt"
+    assert agents.EXECUTED == ["llm"]
+    assert [m.action for m in session.matched] == ["substituted", "executed", "substituted"]
+    session.verify_complete()
+
+
+def _policy_bundle(tmp_path: Path, policy: str, body: Callable[[int], int]) -> tuple[Path, Any]:
+    tool = trace_tool(name=f"{policy}_tool", replay_policy=policy)(body)
+    path = tmp_path / f"{policy}.sftrace"
+    with record("p", output=path):
+        tool(2)
+    return path, tool
+
+
+def test_forbidden_policy_raises_when_reached(tmp_path: Path) -> None:
+    """replay_policy='forbidden' refuses the call during replay."""
+    path, tool = _policy_bundle(tmp_path, "forbidden", lambda x: x)
+    with replay(path), pytest.raises(ReplayPolicyError, match="forbidden"):
+        tool(2)
+
+
+def test_manual_policy_asks_handler_or_explains(tmp_path: Path) -> None:
+    """replay_policy='manual' calls manual= with the recorded Call, or names the call."""
+    path, tool = _policy_bundle(tmp_path, "manual", lambda x: x * 10)
+    seen: list[Call] = []
+
+    def handler(call: Call) -> int:
+        seen.append(call)
+        return 99
+
+    with replay(path, manual=handler):
+        assert tool(2) == 99
+    assert seen[0].output == 20
+    with replay(path), pytest.raises(ReplayPolicyError, match=r"manual_tool.*manual handler"):
+        tool(2)
+
+
+def test_live_policy_runs_body(tmp_path: Path) -> None:
+    """replay_policy='live' runs the body even in a frozen replay."""
+    runs: list[int] = []
+    path, tool = _policy_bundle(tmp_path, "live", lambda x: runs.append(x) or x)
+    runs.clear()
+    with replay(path):
+        assert tool(2) == 2
+    assert runs == [2]
+
+
+def test_derived_policy_checks_result_equals_recording(tmp_path: Path) -> None:
+    """replay_policy='derived' reruns the body and fails if the result changed."""
+    factor = [3]
+    path, tool = _policy_bundle(tmp_path, "derived", lambda x: x * factor[0])
+    with replay(path) as session:
+        assert tool(2) == 6
+    assert session.divergence is None
+    factor[0] = 4
+    with replay(path) as changed, pytest.raises(ReplayMismatchError, match="derived") as caught:
+        tool(2)
+    assert caught.value.differences == [("$", 6, 8)]
+    assert changed.divergence is caught.value
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [
+        lambda: asyncio.run(asyncio.to_thread(agents.book, "FR2")),
+        lambda: list(ThreadPoolExecutor(1).map(agents.book, ["FR2"])),
+        lambda: _raw_thread(agents.book, "FR2"),
+    ],
+    ids=["to_thread", "executor", "raw-thread"],
+)
+def test_frozen_replay_never_runs_bodies_called_from_threads(
+    tmp_path: Path, runner: Callable[[], Any]
+) -> None:
+    """Threads that do not inherit the context are still answered from the recording."""
+    bundle = recorded(tmp_path / "t.sftrace", lambda: agents.book("FR2"))
+    with replay(bundle) as session:
+        runner()
+    assert agents.EXECUTED == []
+    assert [m.action for m in session.matched] == ["substituted"]
+
+
+def _raw_thread(func: Callable[..., Any], *args: Any) -> None:
+    worker = threading.Thread(target=func, args=args)
+    worker.start()
+    worker.join()
+
+
+def test_record_is_inert_inside_replay(tmp_path: Path) -> None:
+    """record() inside a replay writes nothing and reports its output to the replay."""
+    bundle = recorded(tmp_path / "r.sftrace", agents.booking_agent)
+
+    def entry() -> None:
+        with record("agent", output=tmp_path / "new.sftrace") as session:
+            session.set_output(agents.booking_agent())
+        assert session.inert
+
+    result = replay_run(bundle, entry)
+    assert result.status == "completed"
+    assert result.output == {"ok": True, "flight_id": "FR2"}
+    assert result.reproduced
+    assert not (tmp_path / "new.sftrace").exists()
+    assert not (tmp_path / "traces").exists()
+
+
+def test_replay_run_passes_run_input_and_reports_failure(tmp_path: Path) -> None:
+    """replay_run calls the entrypoint with the recorded run_input and reproduces failures."""
+    seen: list[str] = []
+
+    def entry(destination: str) -> dict[str, Any]:
+        seen.append(destination)
+        flights = agents.search_flights(destination)
+        return agents.book(flights[0].id)  # the bug: not the cheapest
+
+    bundle = recorded(tmp_path / "f.sftrace", lambda: entry("Lisbon"), run_input="Lisbon")
+    seen.clear()
+    result = replay_run(bundle, entry)
+    assert seen == ["Lisbon"]
+    assert result.status == "failed"
+    assert isinstance(result.error, ValueError)
+    assert result.reproduced_failure
+    assert result.reproduced
+    assert agents.EXECUTED == []
+
+
+def test_replay_run_resolves_module_function_entrypoints(tmp_path: Path) -> None:
+    """'module:function' entrypoints are imported; unimportable ones are clear errors."""
+    bundle = recorded(tmp_path / "mf.sftrace", lambda: agents.booking_agent())
+    result = replay_run(bundle, "sample_agents:booking_agent")
+    assert result.status == "completed"
+    assert result.return_value == {"ok": True, "flight_id": "FR2"}
+    with pytest.raises(ConfigError, match="cannot import the entrypoint module 'no_such_mod'"):
+        replay_run(bundle, "no_such_mod:run")
+    with pytest.raises(ConfigError, match="has no attribute 'missing'"):
+        replay_run(bundle, "sample_agents:missing")
+
+
+def test_replay_run_awaits_async_entrypoints_also_inside_a_loop(tmp_path: Path) -> None:
+    """Async entrypoints are awaited, from sync code and from inside a running loop."""
+    bundle = recorded(tmp_path / "a.sftrace", lambda: asyncio.run(agents.async_agent("q")))
+    direct = replay_run(bundle, lambda: agents.async_agent("q"))
+    assert (direct.status, direct.return_value) == ("completed", "about q")
+
+    async def inside_loop() -> tuple[Any, Any]:
+        nested = replay_run(bundle, lambda: agents.async_agent("q"))
+        awaited = await areplay_run(bundle, lambda: agents.async_agent("q"))
+        return nested.return_value, awaited.return_value
+
+    assert asyncio.run(inside_loop()) == ("about q", "about q")
+    assert agents.EXECUTED == []
+
+
+def test_replay_run_diverged_status_and_save(tmp_path: Path) -> None:
+    """A divergence gives status 'diverged'; save= writes the replayed run as a bundle."""
+    bundle = recorded(tmp_path / "d.sftrace", agents.booking_agent)
+    result = replay_run(bundle, lambda: agents.booking_agent("Porto"), save=tmp_path / "re.sftrace")
+    assert result.status == "diverged"
+    assert isinstance(result.divergence, ReplayMismatchError)
+    assert not result.reproduced
+    saved = load_bundle(tmp_path / "re.sftrace")
+    assert saved.manifest.replay_of == load_bundle(bundle).run_id
+    assert result.saved_path == tmp_path / "re.sftrace"
+
+
+def test_replay_is_a_traced_run_linked_to_the_recording(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    """The replay's run span links to the recorded run and names it in sftrace.replay_of."""
+    bundle = recorded(tmp_path / "k.sftrace", agents.booking_agent)
+    loaded = load_bundle(bundle)
+    spans.clear()
+    result = replay_run(bundle, agents.booking_agent)
+    run_span = next(s for s in result.spans if (s.attributes or {}).get("sftrace.kind") == "run")
+    assert (run_span.attributes or {})["sftrace.replay_of"] == loaded.run_id
+    link = run_span.links[0]
+    assert f"{link.context.trace_id:032x}" == loaded.manifest.trace_id
+    assert [c.name for c in result.calls] == ["flight_search", "fake-1", "book"]
+    assert len(spans.get_finished_spans()) == 4  # exported like any other run
+
+
+def test_replay_options_are_validated() -> None:
+    """Bad modes, matchers and live_llms names are configuration errors."""
+    with pytest.raises(ConfigError, match="invalid mode='warp'"):
+        replay("x.sftrace", mode="warp")
+    with pytest.raises(ConfigError, match="invalid match='fuzzy'"):
+        replay("x.sftrace", match="fuzzy")
+    with pytest.raises(ConfigError, match="provider/model"):
+        replay("x.sftrace", mode="hybrid", live_llms=["gpt-4o"])
+    with pytest.raises(ConfigError, match="needs mode='hybrid'"):
+        replay("x.sftrace", live_llms=["openai/gpt-4o"])
+
+
+def test_llm_request_replay_returns_recorded_response(tmp_path: Path) -> None:
+    """llm_request in frozen replay returns the recorded response without calling."""
+    path = tmp_path / "llm.sftrace"
+    with record("l", output=path):
+        llm_request(provider="p", model="m", input=[1], call=lambda: {"r": 1})
+    calls: list[int] = []
+    with replay(path):
+        response = llm_request(
+            provider="p", model="m", input=[1], call=lambda: calls.append(1) or {"r": 2}
+        )
+    assert response == {"r": 1}
+    assert calls == []
