@@ -13,7 +13,15 @@
     result = replay_run("failure.sftrace", "my_agent:run")
 """
 
-from ._bundle import Bundle, Call, CallError, Manifest, StateChange, load_bundle
+from ._bundle import (
+    Bundle,
+    Call,
+    CallError,
+    Manifest,
+    StateChange,
+    load_bundle,
+    validate_bundle,
+)
 from ._config import configure
 from ._errors import (
     BundleError,
@@ -74,4 +82,5 @@ __all__ = [
     "replay",
     "replay_run",
     "trace_tool",
+    "validate_bundle",
 ]

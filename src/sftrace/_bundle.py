@@ -626,3 +626,84 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1024 * 1024), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# --- validation ---------------------------------------------------------------------
+
+
+def validate_bundle(path: str | os.PathLike[str], *, verify_integrity: bool = False) -> list[str]:
+    """Check the bundle at ``path``; return its problems, one message each (empty: valid).
+
+    Structural checks are those of :func:`load_bundle` plus the consistency of the
+    manifest with the spans (totals, run id, root span) and the presence of the digests
+    file; ``verify_integrity`` also compares every file with its digest. Raises
+    ``BundleError`` when ``path`` is not a bundle at all (missing, not a directory, no
+    ``manifest.json``), and ``OSError`` when it cannot be read.
+    """
+    return check_bundle(Path(path), verify_integrity=verify_integrity)[1]
+
+
+def check_bundle(root: Path, *, verify_integrity: bool = False) -> tuple[Bundle | None, list[str]]:
+    """:func:`validate_bundle`, also returning the loaded bundle when it could be loaded."""
+    _check_is_bundle(root)
+    problems: list[str] = []
+    bundle: Bundle | None = None
+    try:
+        bundle = load_bundle(root)
+    except BundleError as exc:
+        problems.append(str(exc))
+    if bundle is not None:
+        problems.extend(_consistency_problems(bundle))
+    if verify_integrity:
+        try:
+            problems.extend(integrity_problems(root))
+        except BundleError as exc:
+            problems.append(str(exc))
+    else:
+        try:
+            _bundle_file(root, CHECKSUMS_FILE, 1024 * 1024)
+        except BundleError as exc:
+            problems.append(str(exc))
+    return bundle, problems
+
+
+def _check_is_bundle(root: Path) -> None:
+    """Raise ``BundleError`` unless ``root`` is a directory holding a ``manifest.json``."""
+    if not (root / MANIFEST_FILE).exists() and not (root / MANIFEST_FILE).is_symlink():
+        _check_directory(root)  # names a missing path, a file, or an unfinished recording
+        raise BundleError(
+            f"{str(root)!r} is not an sftrace bundle: it has no {MANIFEST_FILE}",
+            path=str(root),
+        )
+
+
+def _consistency_problems(bundle: Bundle) -> list[str]:
+    """Disagreements between the manifest and the spans (e.g. a span line deleted)."""
+    display = str((bundle.path or Path(".")) / MANIFEST_FILE)
+    manifest, totals = bundle.manifest, bundle.manifest.totals
+    problems = []
+    counted = {
+        "spans": len(bundle.spans),
+        "tool_calls": sum(1 for call in bundle.calls if call.kind == A.KIND_TOOL),
+        "llm_calls": sum(1 for call in bundle.calls if call.kind == A.KIND_LLM),
+    }
+    for field_name, actual in counted.items():
+        declared = getattr(totals, field_name)
+        if declared != actual:
+            problems.append(
+                f"{display}: totals.{field_name} is {declared}, but {SPANS_FILE} holds {actual}"
+            )
+    run_span_id = bundle.run_span.get("spanId")
+    if manifest.root_span_id is not None and manifest.root_span_id != run_span_id:
+        problems.append(
+            f"{display}: root_span_id is {manifest.root_span_id!r}, but the run span in "
+            f"{SPANS_FILE} is {run_span_id!r}"
+        )
+    run_attributes = decode_attributes(bundle.run_span.get("attributes", []))
+    span_run_id = run_attributes.get(A.RUN_ID)
+    if span_run_id is not None and span_run_id != manifest.run_id:
+        problems.append(
+            f"{display}: run_id is {manifest.run_id!r}, but the run span in {SPANS_FILE} "
+            f"says {span_run_id!r}"
+        )
+    return problems

@@ -7,10 +7,11 @@ stderr and exits 2 (``--debug`` shows the traceback), never a bare traceback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import click
 
@@ -18,7 +19,7 @@ from ._errors import SftraceError
 from ._version import __version__
 
 # Modules that add commands to the group, in help order.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = ("_cli_bundle", "_cli_replay")
 
 EXIT_OK = 0
 EXIT_CHANGED = 1  # invalid bundle, divergence, behaviour changed, a failing case
@@ -49,6 +50,20 @@ def _register_commands() -> None:
 def one_line(message: str) -> str:
     """Collapse a (possibly multi-line) message into one line."""
     return " | ".join(part.strip() for part in message.strip().splitlines() if part.strip())
+
+
+@contextlib.contextmanager
+def bad_input_policy() -> Iterator[None]:
+    """Apply ``main``'s error policy inside a command (one line, exit 2), so that it also
+    holds when the command runs without ``main`` (e.g. under ``click.testing.CliRunner``)."""
+    try:
+        yield
+    except (SftraceError, OSError) as exc:
+        state = click.get_current_context().find_object(CliState)
+        if state is not None and state.debug:
+            traceback.print_exc()
+        click.echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
+        raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
 
 
 def main(argv: Sequence[str] | None = None) -> None:

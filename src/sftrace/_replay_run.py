@@ -19,12 +19,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from . import _attributes as A
 from ._bundle import Bundle, Call, call_from_span
-from ._errors import ConfigError, ReplayError
+from ._errors import ConfigError, ReplayError, TraceSerializationError
 from ._otlp_json import encode_span
 from ._policy import MatchMode, ReplayMode
 from ._replay import ReplaySession, _as_bundle
 from ._replay_controller import ManualHandler, MatchedCall
 from ._run import exception_type_name
+from ._serialize import to_json
 
 Entrypoint = Callable[..., Any]
 
@@ -63,14 +64,25 @@ class ReplayResult:
 
     @property
     def reproduced(self) -> bool:
-        """The recorded behaviour came back: the same failure, or the same output."""
+        """The recorded behaviour came back: the same failure, or the same output.
+
+        When the replayed run set no output, the entrypoint's return value stands in for
+        it: recordings usually do ``session.set_output(run_agent(...))`` around the very
+        entrypoint that the replay calls.
+        """
         recorded = self.bundle
         if recorded.status == "failed":
             return self.reproduced_failure
         if self.status != "completed":
             return False
         if recorded.has_output:
-            return self.has_output and _canonical(self.output) == _canonical(recorded.output)
+            if self.has_output:
+                return _canonical(self.output) == _canonical(recorded.output)
+            try:
+                returned = to_json(self.return_value)
+            except TraceSerializationError:
+                return False
+            return _canonical(returned) == _canonical(recorded.output)
         return True
 
 

@@ -1,0 +1,423 @@
+"""``sftrace replay``: the report, the JSON document, --save, and exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from sftrace import load_bundle, record, replay_run
+from sftrace._cli import cli
+from sftrace._cli_replay import register
+
+register(cli)
+
+# The agent: a tool, an LLM call, a tool again. Variants below change one thing.
+AGENT_SOURCE = """
+from sftrace import llm_request, trace_tool
+
+BODIES = []  # real tool and model bodies that ran
+
+
+@trace_tool
+def weather(city: str) -> dict:
+    BODIES.append("weather")
+    return {{"city": city, "temp": 21}}
+
+
+@trace_tool
+def book(city: str) -> dict:
+    BODIES.append("book")
+    if city == "Atlantis":
+        raise ValueError("no hotel in " + city)
+    return {{"hotel": "H-" + city}}
+
+
+def ask(prompt):
+    def call():
+        BODIES.append("llm")
+        return {{"text": "go", "usage": {{"prompt_tokens": 2, "completion_tokens": 1}}}}
+    return llm_request(provider="fake", model="m-1", input={{"prompt": prompt}}, call=call)
+
+
+def run(city):
+    print("agent says hello")
+    forecast = weather({weather_arg})
+    ask("weather is " + str(forecast["temp"]))
+    hotel = book(city)
+    return {{"city": city, "hotel": hotel["hotel"]{extra_output}}}
+"""
+
+
+def agent_source(*, weather_arg: str = "city", extra_output: str = "") -> str:
+    return AGENT_SOURCE.format(weather_arg=weather_arg, extra_output=extra_output)
+
+
+# Variants of the agent, each a different behaviour against the same recording.
+DIVERGING = agent_source(weather_arg='"Porto"')  # asks for another city's weather
+CHANGED = agent_source(extra_output=', "extra": 1')  # same calls, different result
+SWAPPED = agent_source().replace(  # the same calls in another order
+    '    forecast = weather(city)\n    ask("weather is " + str(forecast["temp"]))\n',
+    '    ask("weather is 21")\n    forecast = weather(city)\n',
+)
+SHORTER = agent_source().replace("    hotel = book(city)\n", '    hotel = {"hotel": "none"}\n')
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def write_agent(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """Write agent source into a fresh module in the working directory; return its name."""
+    written: list[str] = []
+
+    def write(source: str) -> str:
+        name = f"cli_replay_agent_{os.getpid()}_{next(_names)}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        importlib.invalidate_caches()
+        written.append(name)
+        return name
+
+    yield write
+    for name in written:
+        sys.modules.pop(name, None)
+
+
+def record_agent(module_name: str, path: Path, city: str = "Lisbon") -> ModuleType:
+    """Record ``module.run(city)`` into ``path`` (a failure is recorded, not raised)."""
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    module = importlib.import_module(module_name)
+    try:
+        with record("trip-agent", output=path, run_input=city) as session:
+            session.set_output(module.run(city))
+    except ValueError:
+        pass
+    module.BODIES.clear()
+    return module
+
+
+@pytest.fixture
+def bundle(tmp_path: Path, write_agent: Callable[[str], str]) -> tuple[Path, str]:
+    """A completed recording of the agent, and the name of the agent's module."""
+    name = write_agent(agent_source())
+    path = tmp_path / "trip.sftrace"
+    record_agent(name, path)
+    return path, name
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def replay_cli(path: Path, entrypoint: str, *options: str) -> Result:
+    return invoke("replay", path, "--entrypoint", entrypoint, *options)
+
+
+def test_matching_replay_exits_0_without_running_bodies(bundle: tuple[Path, str]) -> None:
+    """A replay that matches and reproduces the output: every call substituted, exit 0."""
+    path, name = bundle
+    result = replay_cli(path, f"{name}:run")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    recorded = load_bundle(path)
+    for call in recorded.calls:
+        assert f"#{call.seq} {call.label}" in out
+    assert out.count("substituted") == len(recorded.calls) == 3
+    assert f"run {recorded.run_id} (completed) with {name}:run" in out
+    assert 'result: completed, returned {"city":"Lisbon","hotel":"H-Lisbon"}' in out
+    assert "reproduced: the replay matched the recording and its behaviour" in out
+    assert sys.modules[name].BODIES == []
+
+
+def test_replaying_a_failure_reproduces_it(
+    tmp_path: Path, write_agent: Callable[[str], str]
+) -> None:
+    """A recorded failure that comes back the same way is a reproduction: exit 0."""
+    name = write_agent(agent_source())
+    path = tmp_path / "fail.sftrace"
+    record_agent(name, path, city="Atlantis")
+    result = replay_cli(path, f"{name}:run")
+    assert result.exit_code == 0, result.output
+    assert "result: failed: ValueError: no hotel in Atlantis" in result.stdout
+    assert "recorded: failed: ValueError: no hotel in Atlantis" in result.stdout
+    assert "(recorded error ValueError: no hotel in Atlantis)" in result.stdout
+    assert "reproduced: the replay matched the recording and its failure" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("source", "verdict", "says"),
+    [
+        (DIVERGING, "diverged", "replay diverged at call 1: reached tool weather with a different"),
+        (CHANGED, "changed", "behaviour changed: every call matched, but the result differs"),
+        (SHORTER, "incomplete", "unused recorded calls: 1"),
+        (SWAPPED, "diverged", "replay diverged at call 1: reached llm fake/m-1"),
+    ],
+)
+def test_differing_agent_exits_1(
+    source: str,
+    verdict: str,
+    says: str,
+    bundle: tuple[Path, str],
+    write_agent: Callable[[str], str],
+) -> None:
+    """An agent that diverges, skips calls or returns something else: exit 1, and why."""
+    path, _ = bundle
+    entrypoint = f"{write_agent(source)}:run"
+    result = replay_cli(path, entrypoint)
+    assert result.exit_code == 1, result.output
+    assert says in result.stdout
+    assert "Traceback" not in result.output
+    document = orjson.loads(replay_cli(path, entrypoint, "--json").stdout)
+    assert document["verdict"] == verdict
+    assert document["reproduced"] is False
+
+
+def test_divergence_shows_the_differing_input(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    """The divergence message gives the JSON path and both values."""
+    path, _ = bundle
+    result = replay_cli(path, f"{write_agent(DIVERGING)}:run")
+    assert "divergence:" in result.stdout
+    assert "'Porto'" in line_with(result.stdout, "$.city")
+    assert "'Lisbon'" in line_with(result.stdout, "$.city")
+    assert "result: diverged: the replay raised sftrace.ReplayMismatchError at call 1" in (
+        result.stdout
+    )
+
+
+def line_with(text: str, needle: str) -> str:
+    return next(line for line in text.splitlines() if needle in line)
+
+
+@pytest.mark.parametrize(
+    ("options", "exit_code", "bodies", "actions"),
+    [
+        ((), 0, [], ["substituted"] * 3),
+        (("--mode", "live"), 1, [], ["refused"]),
+        (
+            ("--mode", "live", "--allow-live-tool", "weather", "--allow-live-tool", "book"),
+            0,
+            ["weather", "llm", "book"],
+            ["executed"] * 3,
+        ),
+        (
+            ("--mode", "hybrid", "--live-llm", "fake/m-1"),
+            0,
+            ["llm"],
+            ["substituted", "executed", "substituted"],
+        ),
+    ],
+)
+def test_modes_decide_which_bodies_run(
+    options: tuple[str, ...],
+    exit_code: int,
+    bodies: list[str],
+    actions: list[str],
+    bundle: tuple[Path, str],
+) -> None:
+    """--mode, --allow-live-tool and --live-llm reach the replay: the right bodies run."""
+    path, name = bundle
+    result = replay_cli(path, f"{name}:run", *options, "--json")
+    assert result.exit_code == exit_code, result.output
+    document = orjson.loads(result.stdout)
+    assert [item["action"] for item in document["matched"]] == actions
+    assert bodies == sys.modules[name].BODIES
+
+
+@pytest.mark.parametrize(("match", "exit_code"), [("strict", 1), ("unordered", 0)])
+def test_match_option(
+    match: str, exit_code: int, bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    """--match unordered accepts the same calls in another order; strict does not."""
+    path, _ = bundle
+    result = replay_cli(path, f"{write_agent(SWAPPED)}:run", "--match", match)
+    assert result.exit_code == exit_code, result.output
+
+
+def test_json_document(bundle: tuple[Path, str]) -> None:
+    """--json: the report's facts as one JSON document; the agent's prints go to stderr."""
+    path, name = bundle
+    result = replay_cli(path, f"{name}:run", "--json")
+    assert result.exit_code == 0, result.output
+    assert "agent says hello" in result.stderr
+    document = orjson.loads(result.stdout)
+    recorded = load_bundle(path)
+    assert list(document) == [
+        "bundle",
+        "entrypoint",
+        "mode",
+        "match",
+        "verdict",
+        "reproduced",
+        "reproduced_failure",
+        "recorded",
+        "replay",
+        "matched",
+        "unused",
+        "divergence",
+        "saved_path",
+    ]
+    assert document["verdict"] == "reproduced"
+    assert (document["entrypoint"], document["mode"], document["match"]) == (
+        f"{name}:run",
+        "frozen",
+        "strict",
+    )
+    assert document["recorded"]["run_id"] == recorded.run_id
+    assert document["recorded"]["output"] == recorded.output
+    assert document["replay"]["return_value"] == recorded.output
+    assert document["replay"]["error"] is None
+    assert [(item["seq"], item["name"]) for item in document["matched"]] == [
+        (call.seq, call.name) for call in recorded.calls
+    ]
+    assert document["unused"] == []
+    assert document["divergence"] is None
+
+
+def test_json_document_of_a_divergence(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    """--json names the divergence (type, call number, message) and the unused calls."""
+    path, _ = bundle
+    result = replay_cli(path, f"{write_agent(DIVERGING)}:run", "--json")
+    assert result.exit_code == 1, result.output
+    document = orjson.loads(result.stdout)
+    divergence = document["divergence"]
+    assert (divergence["type"], divergence["call_number"]) == ("ReplayMismatchError", 1)
+    assert "'Porto'" in divergence["message"]
+    assert document["replay"]["status"] == "diverged"
+    assert document["replay"]["error"]["type"] == "sftrace.ReplayMismatchError"
+    assert [call["name"] for call in document["unused"]] == ["weather", "m-1", "book"]
+
+
+def test_save_writes_the_replayed_run(bundle: tuple[Path, str], tmp_path: Path) -> None:
+    """--save writes the replayed run as a bundle pointing back at the recording."""
+    path, name = bundle
+    saved = tmp_path / "replayed.sftrace"
+    result = replay_cli(path, f"{name}:run", "--save", str(saved))
+    assert result.exit_code == 0, result.output
+    assert f"saved the replayed run: {saved}" in result.stdout
+    replayed, recorded = load_bundle(saved), load_bundle(path)
+    assert replayed.manifest.replay_of == recorded.run_id
+    assert [call.input for call in replayed.calls] == [call.input for call in recorded.calls]
+    again = replay_cli(path, f"{name}:run", "--save", str(saved))
+    assert again.exit_code == 2
+    assert "--overwrite" in again.stderr
+    assert replay_cli(path, f"{name}:run", "--save", str(saved), "--overwrite").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["missing.sftrace", "--entrypoint", "{name}:run"], "bundle not found"),
+        (["{bundle}", "--entrypoint", "no_such_module_xyz:run"], "cannot import"),
+        (["{bundle}", "--entrypoint", "{name}:nothing"], "has no attribute 'nothing'"),
+        (["{bundle}", "--entrypoint", "no-colon"], "must be 'module:function'"),
+        (["{bundle}", "-e", "{name}:run", "--mode", "hybrid", "--live-llm", "m-1"], "provider"),
+        (["{bundle}", "-e", "{name}:run", "--live-llm", "fake/m-1"], "needs mode='hybrid'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    args: list[str], says: str, bundle: tuple[Path, str]
+) -> None:
+    """Unreadable bundles, unimportable entrypoints, bad values: one stderr line, exit 2."""
+    path, name = bundle
+    result = invoke("replay", *(arg.format(bundle=path, name=name) for arg in args))
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
+    assert sys.modules[name].BODIES == []
+
+
+@pytest.mark.parametrize("option", ["--mode", "--match"])
+def test_invalid_choice_is_a_usage_error(option: str, bundle: tuple[Path, str]) -> None:
+    """An unknown --mode or --match value is refused before anything runs: exit 2."""
+    path, name = bundle
+    result = replay_cli(path, f"{name}:run", option, "sideways")
+    assert result.exit_code == 2
+    assert "'sideways' is not one of" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_debug_shows_the_traceback(bundle: tuple[Path, str]) -> None:
+    """--debug prints the traceback of a bad-input error (and still exits 2)."""
+    path, _ = bundle
+    result = invoke("--debug", "replay", path, "--entrypoint", "no_such_module_xyz:run")
+    assert result.exit_code == 2
+    assert "Traceback" in result.stderr
+    assert "ConfigError" in result.stderr
+
+
+def test_reproduced_compares_the_return_value_when_no_output_was_set(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    """A recording made with set_output(run(...)) is reproduced by run's return value."""
+    path, name = bundle
+    assert replay_run(path, f"{name}:run").reproduced
+    assert not replay_run(path, f"{write_agent(CHANGED)}:run").reproduced
+
+
+# --- the installed command ----------------------------------------------------------
+
+
+def sftrace_command() -> str:
+    """The ``sftrace`` console script of the environment running the tests."""
+    beside = Path(sys.executable).parent / "sftrace"
+    found = str(beside) if beside.exists() else shutil.which("sftrace")
+    assert found, "the sftrace console script is not installed (pip install -e .)"
+    return found
+
+
+@pytest.mark.slow
+def test_installed_command_exit_codes_without_tracebacks(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str], tmp_path: Path
+) -> None:
+    """The real `sftrace replay`, in a fresh process: exit 0, 1 and 2, never a traceback."""
+    path, name = bundle
+    diverging = write_agent(DIVERGING)
+    cases: list[tuple[list[str], int]] = [
+        ([f"{name}:run"], 0),
+        ([f"{diverging}:run"], 1),
+        (["no_such_module_xyz:run"], 2),
+        ([f"{name}:run", "--mode", "sideways"], 2),
+    ]
+    for entrypoint_and_options, expected in cases:
+        args = [sftrace_command(), "replay", str(path), "--entrypoint", *entrypoint_and_options]
+        done = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        assert done.returncode == expected, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stdout + done.stderr
+    missing = subprocess.run(
+        [sftrace_command(), "replay", "nowhere.sftrace", "-e", f"{name}:run", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert missing.returncode == 2
+    assert missing.stdout == ""
+    assert missing.stderr.count("\n") == 1
+    document: dict[str, Any] = orjson.loads(
+        subprocess.run(
+            [sftrace_command(), "replay", str(path), "-e", f"{name}:run", "--json"],
+            capture_output=True,
+            cwd=tmp_path,
+            timeout=60,
+            check=True,
+        ).stdout
+    )
+    assert document["verdict"] == "reproduced"
