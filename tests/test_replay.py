@@ -425,3 +425,30 @@ def test_llm_request_replay_returns_recorded_response(tmp_path: Path) -> None:
         )
     assert response == {"r": 1}
     assert calls == []
+
+
+def test_existing_save_target_is_refused_before_the_replay_starts(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    """save= onto an existing bundle fails up front, leaving no half-started replay."""
+    from sftrace import BundleError
+
+    bundle = recorded(tmp_path / "s.sftrace", agents.booking_agent)
+    spans.clear()
+    with pytest.raises(BundleError, match="already exists"):
+        replay_run(bundle, agents.booking_agent, save=bundle)
+    assert spans.get_finished_spans() == ()
+    assert agents.EXECUTED == []
+
+
+def test_agent_calling_sys_exit_is_a_failed_replay(tmp_path: Path) -> None:
+    """An entrypoint that exits is reported as a failure, not a crash of the runner."""
+    bundle = recorded(tmp_path / "x.sftrace", agents.booking_agent)
+
+    def exits() -> None:
+        agents.booking_agent()
+        raise SystemExit(3)
+
+    result = replay_run(bundle, exits)
+    assert result.status == "failed"
+    assert isinstance(result.error, SystemExit)

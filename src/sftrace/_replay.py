@@ -18,7 +18,7 @@ from . import _attributes as A
 from . import _replay_processor
 from ._bundle import Bundle, Call, load_bundle
 from ._config import State, get_state
-from ._errors import ConfigError, IncompleteReplayError, ReplayError
+from ._errors import BundleError, ConfigError, IncompleteReplayError, ReplayError
 from ._internal import internal_error
 from ._policy import MatchMode, ReplayMode
 from ._record import new_run_id
@@ -155,6 +155,7 @@ class ReplaySession:
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> ReplaySession:
+        self._check_save()
         self._start()
         if self._save is not None:
             self._begin_save()
@@ -171,6 +172,7 @@ class ReplaySession:
         self._end()
 
     async def __aenter__(self) -> ReplaySession:
+        self._check_save()
         self._start()
         if self._save is not None:
             await asyncio.to_thread(self._begin_save)
@@ -233,19 +235,29 @@ class ReplaySession:
         )
         _replay_processor.register(self._run.trace_id, self.controller)
 
-    def _begin_save(self) -> None:
-        run, state, path = self._run, self._state, self._save
-        assert run is not None
-        assert state is not None
-        assert path is not None
-        if path.exists() and (not path.is_dir() or any(path.iterdir())) and not self._overwrite:
-            from ._errors import BundleError
-
+    def _check_save(self) -> None:
+        """Refuse an existing save target before anything starts."""
+        path = self._save
+        if path is None:
+            return
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise BundleError(
+                f"cannot save the replay to {str(path)!r}: it exists and is not a bundle "
+                f"directory; choose another path",
+                path=str(path),
+            )
+        if path.is_dir() and any(path.iterdir()) and not self._overwrite:
             raise BundleError(
                 f"cannot save the replay to {str(path)!r}: it already exists; choose another "
                 f"path or pass overwrite=True",
                 path=str(path),
             )
+
+    def _begin_save(self) -> None:
+        run, state, path = self._run, self._state, self._save
+        assert run is not None
+        assert state is not None
+        assert path is not None
         state.bundle_exporter.begin_run(
             run.trace_id,
             path=path,

@@ -99,6 +99,7 @@ def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
     module_name, _, attribute_path = entrypoint.partition(":")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    importlib.invalidate_caches()  # modules written since start-up (generated tests)
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:
@@ -216,7 +217,7 @@ def replay_run(
             value = target(*_call_args(session.bundle))
             if inspect.isawaitable(value):
                 value = _run_coroutine(value)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             error = exc
     return _result(session, value, error)
 
@@ -243,6 +244,6 @@ async def areplay_run(
             value = target(*_call_args(session.bundle))
             if inspect.isawaitable(value):
                 value = await value
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             error = exc
     return _result(session, value, error)
