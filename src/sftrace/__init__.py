@@ -16,7 +16,7 @@
 from ._bundle import (
     Bundle,
     Call,
-    CallError,
+    CallFailure,
     Manifest,
     StateChange,
     load_bundle,
@@ -51,7 +51,7 @@ __all__ = [
     "BundleError",
     "BundleSpanExporter",
     "Call",
-    "CallError",
+    "CallFailure",
     "ConfigError",
     "IncompleteReplayError",
     "LLMCallHandle",

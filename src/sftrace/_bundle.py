@@ -93,7 +93,7 @@ class Manifest(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class CallError:
+class CallFailure:
     """A recorded exception: its type name, message, and whether the type is a builtin."""
 
     type: str
@@ -138,7 +138,7 @@ class Call:
         provider: str | None,
         input_json: str,
         output_json: str | None,
-        error: CallError | None,
+        error: CallFailure | None,
         policy: str,
         span_id: str,
         parent_span_id: str | None,
@@ -202,7 +202,7 @@ def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
     error = None
     error_type = attributes.get(A.ERROR_TYPE)
     if error_type is not None:
-        error = CallError(
+        error = CallFailure(
             type=str(error_type),
             message=str(attributes.get(A.ERROR_MESSAGE, "")),
             builtin=bool(attributes.get(A.ERROR_BUILTIN, False)),
