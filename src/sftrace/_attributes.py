@@ -22,6 +22,9 @@ GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
 GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
 
 OPERATION_INVOKE_AGENT: Final = "invoke_agent"
 OPERATION_EXECUTE_TOOL: Final = "execute_tool"
@@ -37,6 +40,16 @@ LLM_MODEL_NAME: Final = "llm.model_name"
 LLM_TOKEN_COUNT_PROMPT: Final = "llm.token_count.prompt"
 LLM_TOKEN_COUNT_COMPLETION: Final = "llm.token_count.completion"
 LLM_TOKEN_COUNT_TOTAL: Final = "llm.token_count.total"
+LLM_PROVIDER: Final = "llm.provider"
+TOOL_NAME: Final = "tool.name"
+OPENINFERENCE_AGENT: Final = "AGENT"
+OPENINFERENCE_TOOL: Final = "TOOL"
+OPENINFERENCE_LLM: Final = "LLM"
+MIME_JSON: Final = "application/json"
+
+# --- resource --------------------------------------------------------------------
+SERVICE_NAME: Final = "service.name"
+SFTRACE_VERSION: Final = "sftrace.version"
 
 # --- sftrace ---------------------------------------------------------------------
 KIND: Final = "sftrace.kind"  # "run", "tool" or "llm"
@@ -58,6 +71,9 @@ RUN_INPUT: Final = "sftrace.run.input"
 RUN_OUTPUT: Final = "sftrace.run.output"
 REPLAY_OF: Final = "sftrace.replay_of"  # run id of the recorded run a replay re-ran
 REDACTIONS: Final = "sftrace.redactions"  # JSON list of {path, rule}; never the value
+# Set on OTLP copies of spans only (never in bundles): what the OTLP export left out.
+TRUNCATED: Final = "sftrace.truncated"  # keys of attributes capped by max_payload_bytes
+CONTENT_OMITTED: Final = "sftrace.content_omitted"  # True with capture_content=False
 
 KIND_RUN: Final = "run"
 KIND_TOOL: Final = "tool"

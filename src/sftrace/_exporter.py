@@ -23,7 +23,7 @@ import datetime as _dt
 import platform
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,9 +261,38 @@ class BundleSpanExporter(SpanExporter):
 
 def build_manifest(header: dict[str, Any], root: ReadableSpan, totals: _Totals) -> dict[str, Any]:
     """The manifest of a finished run, from its journal header, run span and totals."""
-    attributes = root.attributes or {}
     context = root.context
     assert context is not None
+    scope = root.instrumentation_scope
+    return manifest_from_parts(
+        header,
+        attributes=root.attributes or {},
+        trace_id=trace_id_hex(context.trace_id),
+        root_span_id=span_id_hex(context.span_id),
+        start=root.start_time or 0,
+        end=root.end_time or 0,
+        resource_attributes=encode_attributes(root.resource.attributes),
+        scope={"name": scope.name, "version": scope.version or ""} if scope else None,
+        totals=totals,
+    )
+
+
+def manifest_from_parts(
+    header: dict[str, Any],
+    *,
+    attributes: Mapping[str, Any],
+    trace_id: str,
+    root_span_id: str,
+    start: int,
+    end: int,
+    resource_attributes: list[dict[str, Any]],
+    scope: dict[str, Any] | None,
+    totals: _Totals,
+) -> dict[str, Any]:
+    """The manifest of a finished run from plain values (also used by ``sftrace import``).
+
+    ``resource_attributes`` are OTLP/JSON key-value objects; ``start``/``end`` nanoseconds.
+    """
     status = attributes.get(A.STATUS) or STATUS_COMPLETED
     failure = None
     if status == STATUS_FAILED:
@@ -272,14 +301,12 @@ def build_manifest(header: dict[str, Any], root: ReadableSpan, totals: _Totals) 
             "message": attributes.get(A.ERROR_MESSAGE),
             "step": attributes.get(A.ERROR_STEP),
         }
-    start, end = root.start_time or 0, root.end_time or 0
-    scope = root.instrumentation_scope
     manifest: dict[str, Any] = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "run_id": str(attributes.get(A.RUN_ID) or header.get("run_id")),
-        "trace_id": trace_id_hex(context.trace_id),
-        "root_span_id": span_id_hex(context.span_id),
+        "trace_id": trace_id,
+        "root_span_id": root_span_id,
         "agent_name": str(attributes.get(A.GEN_AI_AGENT_NAME) or header.get("agent_name")),
         "created_at": header.get("created_at") or utc_iso(start),
         "started_at": utc_iso(start),
@@ -298,8 +325,8 @@ def build_manifest(header: dict[str, Any], root: ReadableSpan, totals: _Totals) 
         },
         "replay_of": attributes.get(A.REPLAY_OF),
         "environment": header.get("environment") or environment(),
-        "resource": {"attributes": encode_attributes(root.resource.attributes)},
-        "scope": {"name": scope.name, "version": scope.version or ""} if scope else None,
+        "resource": {"attributes": resource_attributes},
+        "scope": scope,
         "notes": [],
     }
     return manifest
