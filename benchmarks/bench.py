@@ -1,0 +1,606 @@
+"""sftrace benchmark suite: recording, replay and bundle loading against a bare span.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench.py            # full run (about 5 minutes)
+    .venv/bin/python benchmarks/bench.py --quick    # smaller runs, fewer repeats
+
+It prints a table and writes the results as JSON (``benchmarks/results.json`` unless
+``--json`` says otherwise). Every figure is the median of repeated runs, measured side
+by side in this one process: the floor (the undecorated function), the baseline (a bare
+OpenTelemetry SDK span carrying the same JSON input and output through a
+``SimpleSpanProcessor``) and sftrace itself, so the ratios hold on any machine even where
+the absolute times do not. See ``benchmarks/README.md`` for the targets and results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace import Tracer
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import workload  # noqa: E402
+
+import sftrace  # noqa: E402
+from sftrace import llm_request, load_bundle, record, replay, trace_tool  # noqa: E402
+
+# --- the contenders -----------------------------------------------------------------
+
+
+class DiscardingExporter(SpanExporter):
+    """The baseline's exporter: accepts every span and keeps nothing."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+def bare_tracer() -> Tracer:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(DiscardingExporter()))
+    return provider.get_tracer("bench-baseline")
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def bare_tool(tracer: Tracer) -> Callable[..., Any]:
+    """The baseline: the tool wrapped in a hand-written span with JSON input and output."""
+    func = workload.search_flights
+
+    def wrapper(destination: str, date: str, passengers: int = 1, cabin: str = "economy") -> Any:
+        arguments = {
+            "destination": destination,
+            "date": date,
+            "passengers": passengers,
+            "cabin": cabin,
+        }
+        with tracer.start_as_current_span(
+            "execute_tool search_flights", attributes={"input": _dumps(arguments)}
+        ) as span:
+            result = func(destination, date, passengers, cabin)
+            span.set_attribute("output", _dumps(result))
+            return result
+
+    return wrapper
+
+
+def bare_llm(tracer: Tracer, request: dict[str, Any]) -> Any:
+    with tracer.start_as_current_span(
+        "chat gpt-4o-mini", attributes={"input": _dumps(request)}
+    ) as span:
+        response = workload.chat_completion()
+        span.set_attribute("output", _dumps(response))
+        return response
+
+
+traced_search = trace_tool(workload.search_flights)
+
+
+def traced_llm(request: dict[str, Any]) -> Any:
+    return llm_request(
+        provider="openai", model="gpt-4o-mini", input=request, call=workload.chat_completion
+    )
+
+
+# --- timing -------------------------------------------------------------------------
+
+
+def timed(action: Callable[[], Any]) -> int:
+    """Nanoseconds ``action`` takes (collecting garbage first, leaving the GC on)."""
+    gc.collect()
+    start = time.perf_counter_ns()
+    action()
+    return time.perf_counter_ns() - start
+
+
+def call_tool(func: Callable[..., Any], arguments: list[tuple[str, str, int]]) -> None:
+    for destination, date, passengers in arguments:
+        func(destination, date, passengers=passengers)
+
+
+@dataclass
+class Samples:
+    """Per-call nanoseconds of each case, one sample per round."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, value: float) -> None:
+        self.values.setdefault(name, []).append(value)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.values[name])
+
+
+class Bench:
+    def __init__(self, lengths: list[int], passthrough_calls: int, workdir: Path) -> None:
+        self.lengths = lengths
+        self.passthrough_calls = passthrough_calls
+        self.workdir = workdir
+        self.tracer = bare_tracer()
+        self.bare_search = bare_tool(self.tracer)
+        self.provider = TracerProvider()
+        sftrace.configure(tracer_provider=self.provider, bundle_dir=workdir / "traces")
+        self.tool_args = {n: workload.tool_arguments(n) for n in lengths}
+        self.llm_args = {n: workload.llm_inputs(n) for n in lengths}
+        self.samples = Samples()
+        self.bundles: dict[int, sftrace.Bundle] = {}
+        self.sizes: dict[int, dict[str, float]] = {}
+        self._counter = 0
+        # stepfork slows down with run length (about 1 ms a call at 2,000 calls): it runs
+        # the shorter lengths only.
+        self.stepfork_lengths = [n for n in lengths if n <= 2000]
+
+    def _path(self, label: str) -> Path:
+        self._counter += 1
+        return self.workdir / f"{label}-{self._counter}.sftrace"
+
+    # -- setup: one recording per length, loaded once, for replay ---------------------
+    def prepare(self) -> None:
+        for n in self.lengths:
+            path = self.workdir / f"replay-source-{n}.sftrace"
+            with record("bench", output=path):
+                call_tool(traced_search, self.tool_args[n])
+            bundle = load_bundle(path)
+            if len(bundle.calls) != n:
+                raise SystemExit(f"recorded {len(bundle.calls)} calls, expected {n}")
+            self.bundles[n] = bundle
+            self.sizes[n] = bundle_size(path, bundle)
+
+    # -- one round of every case -------------------------------------------------------
+    def round(self) -> None:
+        s = self.samples
+        k = self.passthrough_calls
+        many = workload.tool_arguments(k)
+        s.add("floor", timed(lambda: call_tool(workload.search_flights, many)) / k)
+        s.add("passthrough", timed(lambda: call_tool(traced_search, many)) / k)
+        requests = workload.llm_inputs(k)
+        s.add("floor_llm", timed(lambda: [workload.chat_completion() for _ in requests]) / k)
+        s.add("passthrough_llm", timed(lambda: [traced_llm(r) for r in requests]) / k)
+        for n in self.lengths:
+            self._round_at(n)
+
+    def _round_at(self, n: int) -> None:
+        s = self.samples
+        args, requests = self.tool_args[n], self.llm_args[n]
+        tracer = self.tracer
+
+        def bare_run() -> None:
+            with tracer.start_as_current_span("invoke_agent bench"):
+                call_tool(self.bare_search, args)
+
+        def bare_llm_run() -> None:
+            with tracer.start_as_current_span("invoke_agent bench"):
+                for request in requests:
+                    bare_llm(tracer, request)
+
+        s.add(f"bare@{n}", timed(bare_run) / n)
+        s.add(f"bare_llm@{n}", timed(bare_llm_run) / n)
+
+        path = self._path("tool")
+
+        def record_run() -> None:
+            with record("bench", output=path):
+                call_tool(traced_search, args)
+
+        s.add(f"record@{n}", timed(record_run) / n)
+        shutil.rmtree(path)
+
+        path = self._path("llm")
+
+        def record_llm_run() -> None:
+            with record("bench", output=path):
+                for request in requests:
+                    traced_llm(request)
+
+        s.add(f"record_llm@{n}", timed(record_llm_run) / n)
+        shutil.rmtree(path)
+
+        bundle = self.bundles[n]
+        for match in ("strict", "unordered"):
+            sessions: list[sftrace.ReplaySession] = []
+
+            def replay_run(match: str = match, sessions: list[Any] = sessions) -> None:
+                with replay(bundle, match=match) as session:
+                    call_tool(traced_search, args)
+                sessions.append(session)
+
+            s.add(f"replay_{match}@{n}", timed(replay_run) / n)
+            session = sessions[0]
+            if session.divergence is not None or session.unused:
+                raise SystemExit(f"replay of {n} calls did not match: {session.divergence}")
+            del sessions, session
+
+        source = self.workdir / f"replay-source-{n}.sftrace"
+        loaded: list[sftrace.Bundle] = []
+        elapsed = timed(lambda: loaded.append(load_bundle(source)))
+        s.add(f"load@{n}", elapsed / len(loaded[0].spans))
+        loaded.clear()
+
+
+def bundle_size(path: Path, bundle: sftrace.Bundle) -> dict[str, float]:
+    """Bytes on disk of a bundle, against the raw JSON of the inputs and outputs it holds."""
+    total = sum(entry.stat().st_size for entry in path.iterdir())
+    raw = sum(len(c.input_json) + len(c.output_json or "") for c in bundle.calls)
+    calls = len(bundle.calls)
+    return {
+        "bundle_bytes": total,
+        "bytes_per_call": total / calls,
+        "raw_json_bytes": raw,
+        "size_ratio": total / raw,
+    }
+
+
+# --- OTLP export to a real local collector --------------------------------------------
+
+
+def measure_otlp(bench: Bench, repeats: int) -> dict[str, Any] | None:
+    """Recording with OTLP export on, through a local Rotel collector (see otlp.py)."""
+    import inspect
+
+    if "otlp_endpoint" not in inspect.signature(sftrace.configure).parameters:
+        return {"error": "sftrace.configure() has no otlp_endpoint option yet"}
+    import otlp
+
+    return otlp.measure(bench, repeats)
+
+
+# --- memory (in a subprocess) ---------------------------------------------------------
+
+
+def measure_memory(calls: int) -> dict[str, Any]:
+    results = {}
+    for mode in ("sftrace", "bare"):
+        completed = subprocess.run(
+            [sys.executable, str(HERE / "memory_child.py"), "--calls", str(calls), "--mode", mode],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if completed.returncode != 0:
+            raise SystemExit(f"memory measurement failed:\n{completed.stderr}")
+        results[mode] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return results
+
+
+# --- stepfork, side by side (optional) ------------------------------------------------
+
+STEPFORK = "stepfork==0.2.1"
+STEPFORK_VENV = Path(tempfile.gettempdir()) / "sftrace-bench-stepfork-0.2.1"
+
+
+def measure_stepfork(lengths: list[int], repeats: int) -> dict[str, Any]:
+    """Run the same workload through stepfork, installed in a throwaway venv under /tmp."""
+    python = STEPFORK_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"installing {STEPFORK} into {STEPFORK_VENV}...", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(STEPFORK_VENV)], check=True)
+        installed = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", STEPFORK],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if installed.returncode != 0:
+            shutil.rmtree(STEPFORK_VENV, ignore_errors=True)
+            return {"error": f"{STEPFORK} could not be installed: {installed.stderr.strip()}"}
+    print("running the workload through stepfork...", file=sys.stderr, flush=True)
+    completed = subprocess.run(
+        [
+            str(python),
+            str(HERE / "stepfork_child.py"),
+            "--lengths",
+            ",".join(map(str, lengths)),
+            "--repeats",
+            str(repeats),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        return {"error": f"stepfork run failed: {completed.stderr.strip()[-2000:]}"}
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --- report -------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from importlib.metadata import version
+
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+    ).stdout.strip()
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model or platform.processor(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "sftrace": sftrace.__version__,
+        "sftrace_commit": commit,
+        "opentelemetry_sdk": version("opentelemetry-sdk"),
+        "orjson": version("orjson"),
+    }
+
+
+@dataclass
+class Row:
+    name: str
+    value: str
+    ratio: str = ""
+    target: str = ""
+    ok: bool | None = None
+
+
+def us(ns: float) -> str:
+    return f"{ns / 1000:.2f} µs"
+
+
+def build_report(
+    bench: Bench,
+    memory: dict[str, Any] | None,
+    otlp: dict[str, Any] | None,
+    stepfork: dict[str, Any] | None,
+    args: Any,
+) -> dict[str, Any]:
+    s = bench.samples
+    lengths = bench.lengths
+    first, last = lengths[0], lengths[-1]
+    rows: list[Row] = []
+    checks: dict[str, dict[str, Any]] = {}
+
+    def check(key: str, value: float, limit: float, *, lower_is_better: bool = True) -> bool:
+        ok = value <= limit if lower_is_better else value >= limit
+        checks[key] = {"value": value, "limit": limit, "ok": ok}
+        return ok
+
+    floor, passthrough = s.median("floor"), s.median("passthrough")
+    rows.append(Row("1. undecorated tool function (floor)", us(floor)))
+    rows.append(Row(f"2. bare OTel span, per call @ {last}", us(s.median(f"bare@{last}"))))
+    over = passthrough - floor
+    rows.append(
+        Row(
+            "3. @trace_tool outside record() (passthrough)",
+            us(passthrough),
+            f"+{over:.0f} ns over floor",
+            "<= +500 ns",
+            check("passthrough_overhead_ns", over, 500),
+        )
+    )
+    for n in lengths:
+        bare = s.median(f"bare@{n}")
+        value = s.median(f"record@{n}")
+        rows.append(
+            Row(
+                f"4. @trace_tool in record(), per call @ {n}",
+                us(value),
+                f"{value / bare:.2f}x bare ({us(bare)})",
+                "<= 1.3x",
+                check(f"record_vs_bare@{n}", value / bare, 1.3),
+            )
+        )
+    flat = s.median(f"record@{last}") / s.median(f"record@{first}")
+    rows.append(
+        Row(
+            f"   recording flat: {last} vs {first}",
+            "",
+            f"{flat:.2f}x",
+            "<= 1.2x",
+            check("record_flat", flat, 1.2),
+        )
+    )
+    for n in lengths:
+        bare = s.median(f"bare_llm@{n}")
+        value = s.median(f"record_llm@{n}")
+        rows.append(
+            Row(
+                f"5. llm_request in record(), per call @ {n}",
+                us(value),
+                f"{value / bare:.2f}x bare ({us(bare)})",
+                "<= 1.3x",
+                check(f"record_llm_vs_bare@{n}", value / bare, 1.3),
+            )
+        )
+    flat = s.median(f"record_llm@{last}") / s.median(f"record_llm@{first}")
+    rows.append(
+        Row(
+            f"   llm recording flat: {last} vs {first}",
+            "",
+            f"{flat:.2f}x",
+            "<= 1.2x",
+            check("record_llm_flat", flat, 1.2),
+        )
+    )
+    for match in ("strict", "unordered"):
+        for n in lengths:
+            bare = s.median(f"bare@{n}")
+            value = s.median(f"replay_{match}@{n}")
+            rows.append(
+                Row(
+                    f"6. frozen replay ({match}), per call @ {n}",
+                    us(value),
+                    f"{value / bare:.2f}x bare",
+                    "<= 1.3x",
+                    check(f"replay_{match}_vs_bare@{n}", value / bare, 1.3),
+                )
+            )
+        flat = s.median(f"replay_{match}@{last}") / s.median(f"replay_{match}@{first}")
+        rows.append(
+            Row(
+                f"   replay ({match}) flat: {last} vs {first}",
+                "",
+                f"{flat:.2f}x",
+                "<= 1.2x",
+                check(f"replay_{match}_flat", flat, 1.2),
+            )
+        )
+    for n in lengths:
+        value = s.median(f"load@{n}")
+        rows.append(
+            Row(
+                f"7. load_bundle, per span @ {n} calls",
+                us(value),
+                "",
+                "<= 3 µs" if n == last else "",
+                check("load_per_span", value, 3000) if n == last else None,
+            )
+        )
+    size = bench.sizes[last]
+    rows.append(
+        Row(
+            f"   bundle size per call @ {last}",
+            f"{size['bytes_per_call']:.0f} B",
+            f"{size['size_ratio']:.2f}x raw JSON",
+            "<= 1.5x",
+            check("size_ratio", size["size_ratio"], 1.5),
+        )
+    )
+    if otlp is not None:
+        if "error" in otlp:
+            rows.append(Row("8. OTLP export to a local collector", "not run", otlp["error"]))
+        else:
+            for row in otlp["rows"]:
+                rows.append(Row(**row))
+            checks.update(otlp["checks"])
+    if memory is not None:
+        grown = memory["sftrace"]["growth_mb"]
+        rows.append(
+            Row(
+                f"9. peak memory growth, {memory['sftrace']['calls']}-call recording",
+                f"{grown:.1f} MB",
+                f"bare spans: {memory['bare']['growth_mb']:.1f} MB",
+                "<= 64 MB",
+                check("memory_growth_mb", grown, 64),
+            )
+        )
+    if stepfork is not None:
+        if "error" in stepfork:
+            rows.append(Row("   stepfork 0.2.1 side by side", "not run", stepfork["error"][:60]))
+        else:
+            medians = stepfork["medians_ns"]
+            for what, ours in (("record", "record"), ("replay", "replay_strict")):
+                for n in bench.stepfork_lengths:
+                    theirs = medians[f"{what}@{n}"]
+                    mine = s.median(f"{ours}@{n}")
+                    rows.append(
+                        Row(
+                            f"   stepfork {stepfork['stepfork']} {what}, per call @ {n}",
+                            us(theirs),
+                            f"sftrace is {theirs / mine:.1f}x faster",
+                        )
+                    )
+            n = bench.stepfork_lengths[-1]
+            rows.append(
+                Row(
+                    f"   stepfork load, per call @ {n}",
+                    us(medians[f"load_per_call@{n}"]),
+                )
+            )
+    return {
+        "machine": machine(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "rounds": args.repeats,
+        "lengths": lengths,
+        "medians_ns": {name: s.median(name) for name in s.values},
+        "samples_ns": s.values,
+        "sizes": {str(n): v for n, v in bench.sizes.items()},
+        "memory": memory,
+        "otlp": otlp,
+        "stepfork": stepfork,
+        "checks": checks,
+        "table": [row.__dict__ for row in rows],
+    }
+
+
+def print_table(report: dict[str, Any]) -> None:
+    rows = report["table"]
+    widths = [max(len(str(r[k])) for r in rows) for k in ("name", "value", "ratio", "target")]
+    m = report["machine"]
+    print(
+        f"\nsftrace {m['sftrace']} ({m['sftrace_commit']}) on {m['cpus']} x {m['cpu_model']}, "
+        f"Python {m['python']}; medians of {report['rounds']} rounds\n"
+    )
+    for r in rows:
+        mark = "" if r["ok"] is None else ("ok" if r["ok"] else "MISSED")
+        print(
+            f"{r['name']:<{widths[0]}}  {r['value']:>{widths[1]}}  {r['ratio']:<{widths[2]}}  "
+            f"{r['target']:<{widths[3]}}  {mark}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="runs of 200 and 2,000 calls, 3 rounds"
+    )
+    parser.add_argument("--repeats", type=int, default=None, help="rounds (default 5; quick 3)")
+    parser.add_argument(
+        "--json", type=Path, default=HERE / "results.json", help="where to write JSON"
+    )
+    parser.add_argument("--memory-calls", type=int, default=100_000)
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    parser.add_argument("--no-otlp", action="store_true", help="skip the OTLP measurement")
+    parser.add_argument(
+        "--stepfork",
+        action="store_true",
+        help=f"also run the workload through {STEPFORK} (installed into a venv under /tmp)",
+    )
+    args = parser.parse_args(argv)
+    lengths = [200, 2000] if args.quick else [200, 2000, 20000]
+    args.repeats = args.repeats or (3 if args.quick else 5)
+    with tempfile.TemporaryDirectory(prefix="sftrace-bench-") as tmp:
+        bench = Bench(lengths, 5000 if args.quick else 20000, Path(tmp))
+        bench.prepare()
+        bench.round()  # warm-up, discarded
+        bench.samples = Samples()
+        for number in range(args.repeats):
+            print(f"round {number + 1}/{args.repeats}...", file=sys.stderr, flush=True)
+            bench.round()
+        otlp = None if args.no_otlp else measure_otlp(bench, args.repeats)
+        bench.bundles.clear()
+        memory = None if args.no_memory else measure_memory(args.memory_calls)
+        stepfork = None
+        if args.stepfork:
+            stepfork = measure_stepfork(bench.stepfork_lengths, min(args.repeats, 3))
+        report = build_report(bench, memory, otlp, stepfork, args)
+    print_table(report)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nJSON written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

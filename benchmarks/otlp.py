@@ -1,0 +1,264 @@
+"""Item 8: recording with OTLP export on, to a real local collector.
+
+A Rotel collector (``pip install rotel``; its wheel ships the ``rotel-agent`` binary)
+listens on free 127.0.0.1 ports and forwards everything it receives to ``otlp_sink.py``,
+which counts spans, so "none dropped" is checked against what really arrived. Both are
+processes of their own, started and stopped here.
+
+Measured, side by side in the benchmark's process:
+
+- agent-visible cost per call of a recording with export on against the same recording
+  with the exporting processor switched off (``active = False``);
+- spans per second delivered to the sink and spans dropped, for those recordings (from
+  the start of the run until the sink has counted every span of it: bounded by how fast
+  the agent makes spans), and for the export pipeline alone (the spans of a replay fed
+  to the same processor in bursts that fit its queue).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sftrace
+from sftrace import _config
+
+if TYPE_CHECKING:
+    from bench import Bench
+
+HERE = Path(__file__).resolve().parent
+WAIT_S = 60.0
+
+
+def rotel_binary() -> Path | None:
+    spec = importlib.util.find_spec("rotel")
+    if spec is None or spec.origin is None:
+        return None
+    binary = Path(spec.origin).parent / "rotel-agent"
+    return binary if binary.exists() else None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, process: subprocess.Popen[Any]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"collector exited early with status {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after 10 s")
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class Sink:
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def count(self) -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/count", timeout=5) as reply:
+            spans: int = json.loads(reply.read())["spans"]
+            return spans
+
+    def wait_for(self, expected: int) -> int:
+        """Poll until ``expected`` spans arrived (or ``WAIT_S`` passed); return the count."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            got = self.count()
+            if got >= expected or time.monotonic() > deadline:
+                return got
+            time.sleep(0.002)
+
+
+@contextlib.contextmanager
+def collector(binary: Path) -> Iterator[tuple[int, Sink]]:
+    """Start the sink and a Rotel collector forwarding to it; yield (OTLP/HTTP port, sink)."""
+    sink_process = subprocess.Popen(
+        [sys.executable, str(HERE / "otlp_sink.py"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    rotel: subprocess.Popen[Any] | None = None
+    try:
+        assert sink_process.stdout is not None
+        sink_port = int(sink_process.stdout.readline().split()[1])
+        http_port, grpc_port = free_port(), free_port()
+        with tempfile.TemporaryDirectory(prefix="sftrace-bench-rotel-") as tmp:
+            rotel = subprocess.Popen(
+                [
+                    str(binary),
+                    "start",
+                    "--otlp-http-endpoint",
+                    f"127.0.0.1:{http_port}",
+                    "--otlp-grpc-endpoint",
+                    f"127.0.0.1:{grpc_port}",
+                    "--exporter",
+                    "otlp",
+                    "--otlp-exporter-protocol",
+                    "http",
+                    "--otlp-exporter-endpoint",
+                    f"http://127.0.0.1:{sink_port}",
+                    "--batch-timeout",
+                    "50ms",
+                    "--pid-file",
+                    str(Path(tmp) / "rotel.pid"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            wait_for_port(http_port, rotel)
+            yield http_port, Sink(sink_port)
+    finally:
+        if rotel is not None:
+            stop(rotel)
+        stop(sink_process)
+
+
+def measure(bench: Bench, repeats: int) -> dict[str, Any]:
+    from bench import call_tool, timed, traced_search, us
+
+    binary = rotel_binary()
+    if binary is None:
+        return {"error": "rotel is not installed: .venv/bin/pip install rotel"}
+    n = bench.lengths[-1]
+    arguments = bench.tool_args[n]
+    off: list[float] = []
+    on: list[float] = []
+    delivered: list[float] = []
+    expected = 0
+    received = 0
+    with collector(binary) as (http_port, sink):
+        sftrace.configure(
+            tracer_provider=bench.provider,
+            bundle_dir=bench.workdir / "traces",
+            otlp_endpoint=f"http://127.0.0.1:{http_port}",
+        )
+        processor = _config.get_state().otlp
+        assert processor is not None
+        try:
+            for number in range(repeats):
+                print(f"OTLP round {number + 1}/{repeats}...", file=sys.stderr, flush=True)
+                path = bench.workdir / f"otlp-off-{number}.sftrace"
+
+                def run(path: Path) -> None:
+                    with sftrace.record("bench", output=path):
+                        call_tool(traced_search, arguments)
+
+                processor.active = False
+                off.append(timed(lambda path=path: run(path)) / n)
+                processor.active = True
+                path = bench.workdir / f"otlp-on-{number}.sftrace"
+                start = time.perf_counter_ns()
+                on.append(timed(lambda path=path: run(path)) / n)
+                processor.force_flush()
+                expected += n + 1
+                received = sink.wait_for(expected)
+                delivered.append((n + 1) / ((time.perf_counter_ns() - start) / 1e9))
+                if received < expected:
+                    break
+            capacity, burst_expected, burst_received = _pipeline_capacity(
+                bench, processor, sink, received
+            )
+        finally:
+            processor.active = False
+            sftrace.configure(tracer_provider=bench.provider, bundle_dir=bench.workdir / "traces")
+    dropped = expected - received + burst_expected - burst_received
+    import statistics
+
+    off_ns, on_ns = statistics.median(off), statistics.median(on)
+    ratio = on_ns / off_ns
+    rows = [
+        {
+            "name": f"8. recording with OTLP on, per call @ {n}",
+            "value": us(on_ns),
+            "ratio": f"{ratio:.2f}x OTLP off ({us(off_ns)})",
+            "target": "<= 1.15x",
+            "ok": ratio <= 1.15,
+        },
+        {
+            "name": "   spans/s delivered during those recordings",
+            "value": f"{statistics.median(delivered):,.0f}/s",
+            "ratio": "bounded by the agent's own rate",
+        },
+        {
+            "name": "   spans/s the export pipeline delivers",
+            "value": f"{capacity:,.0f}/s",
+            "ratio": f"{dropped} dropped of {expected + burst_expected}",
+            "target": ">= 20,000/s, 0 dropped",
+            "ok": capacity >= 20_000 and dropped == 0,
+        },
+    ]
+    return {
+        "per_call_on_ns": on_ns,
+        "per_call_off_ns": off_ns,
+        "samples_on_ns": on,
+        "samples_off_ns": off,
+        "delivered_per_s_during_recording": delivered,
+        "pipeline_spans_per_s": capacity,
+        "spans_expected": expected + burst_expected,
+        "spans_received": received + burst_received,
+        "dropped": dropped,
+        "rows": rows,
+        "checks": {
+            "otlp_on_vs_off": {"value": ratio, "limit": 1.15, "ok": ratio <= 1.15},
+            "otlp_spans_per_s": {"value": capacity, "limit": 20_000, "ok": capacity >= 20_000},
+            "otlp_dropped": {"value": dropped, "limit": 0, "ok": dropped == 0},
+        },
+    }
+
+
+def _pipeline_capacity(
+    bench: Bench, processor: Any, sink: Sink, already: int
+) -> tuple[float, int, int]:
+    """Spans/s through the export pipeline alone: replay spans fed in queue-sized bursts."""
+    from bench import call_tool, traced_search
+
+    n = 2000 if 2000 in bench.bundles else min(bench.bundles)
+    processor.active = False
+    with sftrace.replay(bench.bundles[n]) as session:
+        call_tool(traced_search, bench.tool_args[n])
+    spans = session.spans
+    processor.active = True
+    burst = 2000  # the BatchSpanProcessor's queue holds 2,048 spans
+    total = 0
+    expected = already
+    received = already
+    elapsed = 0
+    while total < 20_000:
+        batch = spans[:burst]
+        start = time.perf_counter_ns()
+        for span in batch:
+            processor.on_end(span)
+        processor.force_flush()
+        expected += len(batch)
+        received = sink.wait_for(expected)
+        elapsed += time.perf_counter_ns() - start
+        total += len(batch)
+        if received < expected:
+            break
+    return total / (elapsed / 1e9), expected - already, received - already
