@@ -22,6 +22,16 @@ from ._bundle import (
     load_bundle,
     validate_bundle,
 )
+from ._compare import (
+    ComparisonPolicy,
+    Finding,
+    FindingCode,
+    Report,
+    Severity,
+    Verdict,
+    compare,
+    diff,
+)
 from ._config import configure
 from ._errors import (
     BundleError,
@@ -35,6 +45,7 @@ from ._errors import (
     SftraceError,
     TraceSerializationError,
 )
+from ._expectations import ArgumentsExpectation, Expectations, load_expectations
 from ._exporter import BundleSpanExporter
 from ._llm import LLMCallHandle, allm_request, llm_request
 from ._policy import MatchMode, ReplayMode, ReplayPolicy
@@ -47,12 +58,17 @@ from ._tool import trace_tool
 from ._version import __version__
 
 __all__ = [
+    "ArgumentsExpectation",
     "Bundle",
     "BundleError",
     "BundleSpanExporter",
     "Call",
     "CallFailure",
+    "ComparisonPolicy",
     "ConfigError",
+    "Expectations",
+    "Finding",
+    "FindingCode",
     "IncompleteReplayError",
     "LLMCallHandle",
     "Manifest",
@@ -69,15 +85,21 @@ __all__ = [
     "ReplayResult",
     "ReplaySession",
     "ReplaySpanProcessor",
+    "Report",
+    "Severity",
     "SftraceError",
     "StateChange",
     "TraceSerializationError",
+    "Verdict",
     "__version__",
     "allm_request",
     "areplay_run",
+    "compare",
     "configure",
+    "diff",
     "llm_request",
     "load_bundle",
+    "load_expectations",
     "record",
     "replay",
     "replay_run",
