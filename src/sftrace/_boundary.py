@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _attributes as A
@@ -22,8 +24,8 @@ from ._errors import ReplayMismatchError
 from ._jsondiff import differences, format_differences
 from ._policy import ReplayPolicy
 from ._replay_controller import Action, Decision, Reached
-from ._run import ActiveRun, exception_type_name, safe_str
-from ._serialize import Serializer, dumps, loads
+from ._run import ActiveRun, exception_type_name, record_failure
+from ._serialize import Serializer, canonical, dumps, loads
 
 T = TypeVar("T")
 Restore = Callable[[Any], Any]
@@ -92,15 +94,22 @@ class BoundarySpec:
 class BoundaryCall:
     """One call in progress: its span, sequence number and replay decision."""
 
-    __slots__ = ("decision", "run", "seq", "span", "spec", "token")
+    __slots__ = ("decision", "redactions", "run", "seq", "span", "spec", "token")
 
     def __init__(self, run: ActiveRun, spec: BoundarySpec, input_json: str) -> None:
         self.run = run
         self.spec = spec
         self.seq = seq = run.next_seq()
+        # Redacted before the span exists: no processor or exporter ever sees the secret,
+        # and a replay matches the redacted input against the redacted recording.
+        input_json, found = run.redactor.redact_json(input_json)
+        self.redactions = [redaction.record("input") for redaction in found]
         attributes = dict(spec.attributes)
         attributes[A.SEQ] = seq
         attributes[A.INPUT] = input_json
+        if self.redactions:
+            attributes[A.REDACTIONS] = canonical(self.redactions)
+            run.note_redactions(seq, self.redactions)
         if spec.kind == A.KIND_TOOL:
             attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = input_json
         self.span: Span = run.tracer.start_span(
@@ -118,7 +127,9 @@ class BoundaryCall:
             if decision is None:  # the processor did not see the span (not sampled...)
                 decision = replay.decide(Reached(spec.kind, spec.name, spec.provider, input_json))
             self.decision = decision
-        self.token = otel_context.attach(trace.set_span_in_context(self.span))
+        self.token: Token[Context] | None = otel_context.attach(
+            trace.set_span_in_context(self.span)
+        )
 
     # -- acting on the decision ------------------------------------------------------
     @property
@@ -149,13 +160,30 @@ class BoundaryCall:
     def finish(self, value: Any) -> None:
         """Record a result produced by the body (or the manual handler)."""
         what = f"{self.spec.kind} {self.spec.name!r} result"
-        output_json = dumps(value, serializer=self.spec.serializer, what=what)
+        output_json = self._redacted_output(
+            dumps(value, serializer=self.spec.serializer, what=what)
+        )
         decision = self.decision
         if decision is not None and decision.action is Action.DERIVED:
             self._check_derived(decision, output_json)
-        self.finish_json(output_json, value)
+        self._set_output(output_json, value)
 
     def finish_json(self, output_json: str, value: Any) -> None:
+        """Record a result given as JSON text (a replayed recording)."""
+        self._set_output(self._redacted_output(output_json), value)
+
+    def _redacted_output(self, output_json: str) -> str:
+        output_json, found = self.run.redactor.redact_json(output_json)
+        self._note_redactions([redaction.record("output") for redaction in found])
+        return output_json
+
+    def _note_redactions(self, records: list[dict[str, Any]]) -> None:
+        if records:
+            self.redactions.extend(records)
+            self.span.set_attribute(A.REDACTIONS, canonical(self.redactions))
+            self.run.note_redactions(self.seq, records)
+
+    def _set_output(self, output_json: str, value: Any) -> None:
         span = self.span
         span.set_attribute(A.OUTPUT, output_json)
         if self.spec.kind == A.KIND_TOOL:
@@ -188,19 +216,29 @@ class BoundaryCall:
     def fail(self, exc: BaseException) -> None:
         span = self.span
         error_type, builtin = exception_type_name(exc)
-        message = safe_str(exc)
+        message, records = record_failure(span, exc, self.run.redactor)
+        self._note_redactions(records)
         span.set_attributes(
             {A.ERROR_TYPE: error_type, A.ERROR_MESSAGE: message, A.ERROR_BUILTIN: builtin}
         )
         if isinstance(exc, asyncio.CancelledError):
             span.set_attribute(A.CANCELLED, True)
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}"))
-        span.record_exception(exc, escaped=True)
         self.run.note_failure(exc, self.seq)
+
+    def detach(self) -> None:
+        """Stop being the current span; the span stays open until :meth:`close`.
+
+        For streamed responses, consumed after the call returned: what the caller does
+        while iterating is not a child of the stream's span.
+        """
+        token, self.token = self.token, None
+        if token is not None:
+            otel_context.detach(token)
 
     def close(self) -> None:
         try:
-            otel_context.detach(self.token)
+            self.detach()
         finally:
             self.span.end()
 

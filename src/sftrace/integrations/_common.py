@@ -1,0 +1,286 @@
+"""What every integration shares: turning requests into recorded inputs, recording
+streams item by item, and patching methods reversibly.
+
+Nothing here imports an SDK.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from .._boundary import BoundaryCall
+from .._errors import BundleError, ConfigError
+from .._internal import internal_error
+from .._policy import ReplayPolicy
+from .._serialize import canonical, dumps, to_json
+
+JSON = Any
+
+# Keyword arguments of SDK methods that configure the HTTP transport rather than the
+# request body: never recorded, never compared (they carry secrets, request ids, trace
+# headers and deadlines that change from run to run).
+TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout"})
+
+# Set while an instrumented method runs the real SDK call, so that a second layer of
+# instrumentation on the same call (a client instrumented by ``instrument(client)`` whose
+# class is patched by ``instrument_all()`` too) passes straight through.
+inside_call: ContextVar[bool] = ContextVar("sftrace_inside_sdk_call", default=False)
+
+
+class Options:
+    """Per-instrumentation settings: the replay policy and request fields to ignore."""
+
+    __slots__ = ("ignore", "policy")
+
+    def __init__(self, *, replay_policy: ReplayPolicy | str, ignore_fields: Iterable[str]) -> None:
+        self.policy = ReplayPolicy.parse(replay_policy, parameter="replay_policy")
+        if isinstance(ignore_fields, str):
+            ignore_fields = (ignore_fields,)
+        paths = []
+        for path in ignore_fields:
+            if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
+                raise ConfigError(
+                    f"ignore_fields entries must be dotted paths such as 'metadata.user_id' or "
+                    f"'messages.*.id', got {path!r}"
+                )
+            paths.append(tuple(path.split(".")))
+        self.ignore: tuple[tuple[str, ...], ...] = tuple(paths)
+
+
+def is_not_given(value: Any) -> bool:
+    """True for the SDKs' "argument not given" sentinels (``NOT_GIVEN``, ``omit``)."""
+    return type(value).__name__ in ("NotGiven", "Omit")
+
+
+def type_serializer(value: Any) -> Any:
+    """Record a Python type passed as a request parameter by its name and JSON schema."""
+    if isinstance(value, type):
+        described: dict[str, Any] = {"python_type": f"{value.__module__}.{value.__qualname__}"}
+        try:
+            from pydantic import TypeAdapter
+
+            described["json_schema"] = TypeAdapter(value).json_schema()
+        except Exception:  # not a type pydantic understands: its name is all we have
+            pass
+        return described
+    raise TypeError(f"{type(value).__qualname__} is not JSON serializable")
+
+
+def materialize(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Turn one-shot iterators among the arguments (``messages=(m for m in ...)``) into
+    lists, so that recording them does not consume what the SDK then sends."""
+    for key, value in kwargs.items():
+        if isinstance(value, Iterator):
+            kwargs = {**kwargs, key: list(value)}
+    return kwargs
+
+
+def request_json(kwargs: Mapping[str, Any], options: Options, *, what: str) -> str:
+    """The canonical JSON of a request as recorded and compared during replay.
+
+    Transport options, arguments left at the SDK's "not given" sentinel, ``stream=False``
+    and ``extra_body=None`` (the defaults) and the configured ``ignore_fields`` are left
+    out.
+    """
+    request = {
+        key: value
+        for key, value in kwargs.items()
+        if key not in TRANSPORT_OPTIONS
+        and not is_not_given(value)
+        and not (key == "stream" and value is False)
+        and not (key == "extra_body" and value is None)
+    }
+    if not options.ignore:
+        return dumps(request, serializer=type_serializer, what=what)
+    value = to_json(request, serializer=type_serializer, what=what)
+    for path in options.ignore:
+        drop_path(value, path)
+    return canonical(value)
+
+
+def drop_path(value: JSON, path: tuple[str, ...]) -> None:
+    """Remove ``path`` from a JSON value in place; ``*`` matches every key or item."""
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        keys = list(value) if head == "*" else [head] if head in value else []
+        for key in keys:
+            if rest:
+                drop_path(value[key], rest)
+            else:
+                del value[key]
+    elif isinstance(value, list):
+        if head == "*":
+            items = value
+        elif head.isdigit() and int(head) < len(value):
+            items = [value[int(head)]]
+        else:
+            return
+        if rest:
+            for item in items:
+                drop_path(item, rest)
+
+
+def wire_json(value: Any) -> JSON:
+    """A pydantic model as the JSON the provider sent (API field names, unset fields out)."""
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):
+        return model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return to_json(value)
+
+
+# --- streams ---------------------------------------------------------------------------
+
+Summarize = Callable[[list[JSON]], dict[str, Any]]
+
+
+class StreamRecorder:
+    """Collects the items of one streamed response and finishes its call exactly once.
+
+    The recorded output is ``{"chunks": [...], "complete": bool, ...summary}`` where the
+    summary (``model``, ``usage``...) comes from ``summarize(chunks)``; ``complete`` is
+    False when the consumer closed or dropped the stream before its end.
+    """
+
+    __slots__ = ("call", "chunks", "convert", "done", "extra", "lock", "summarize")
+
+    def __init__(
+        self,
+        call: BoundaryCall,
+        summarize: Summarize,
+        *,
+        convert: Callable[[Any], JSON] = wire_json,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.call = call
+        self.summarize = summarize
+        self.convert = convert
+        self.extra = dict(extra or {})
+        self.chunks: list[JSON] = []
+        self.done = False
+        self.lock = threading.Lock()
+
+    def add(self, item: Any) -> None:
+        try:
+            self.chunks.append(self.convert(item))
+        except Exception as exc:
+            internal_error("recording a streamed chunk", exc)
+
+    def _claim(self) -> bool:
+        with self.lock:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+    def finish(self, complete: bool) -> None:
+        """Record what was streamed and end the call's span (no-op after the first time)."""
+        if not self._claim():
+            return
+        call = self.call
+        try:
+            try:
+                summary = self.summarize(self.chunks)
+            except Exception as exc:
+                internal_error("summarizing a streamed response", exc)
+                summary = {}
+            output = {"chunks": self.chunks, "complete": complete, **summary, **self.extra}
+            call.finish(output)
+        except BaseException as exc:
+            call.fail(exc)
+            raise
+        finally:
+            call.close()
+
+    def fail(self, exc: BaseException) -> None:
+        """The stream raised: record the failure and end the call's span."""
+        if not self._claim():
+            return
+        try:
+            self.call.fail(exc)
+        finally:
+            self.call.close()
+
+
+def record_items(source: Iterable[Any], recorder: StreamRecorder) -> Iterator[Any]:
+    """Yield ``source``'s items, recording each; finish the recording however it ends."""
+    complete = False
+    try:
+        for item in source:
+            recorder.add(item)
+            yield item
+        complete = True
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        recorder.fail(exc)
+        raise
+    finally:
+        recorder.finish(complete)
+
+
+async def arecord_items(source: Any, recorder: StreamRecorder) -> AsyncIterator[Any]:
+    """The async twin of :func:`record_items` (``source`` is an async iterable)."""
+    complete = False
+    try:
+        async for item in source:
+            recorder.add(item)
+            yield item
+        complete = True
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        recorder.fail(exc)
+        raise
+    finally:
+        recorder.finish(complete)
+
+
+def recorded_chunks(output: JSON, *, what: str) -> list[JSON]:
+    """The chunks of a recorded stream, or a clear error if the recording is no stream."""
+    chunks = output.get("chunks") if isinstance(output, dict) else None
+    if not isinstance(chunks, list):
+        raise BundleError(
+            f"{what} asks for a stream, but the recorded response is not one (it has no "
+            f"'chunks' list): was the bundle edited? Re-record the run"
+        )
+    return chunks
+
+
+# --- patching ----------------------------------------------------------------------------
+
+WRAPPED = "__sftrace_wrapped__"
+
+
+class ClassPatches:
+    """Reversible patches of methods on SDK classes (``instrument_all`` / ``uninstrument_all``)."""
+
+    def __init__(self) -> None:
+        self._originals: dict[tuple[type, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def patch(self, cls: type, name: str, make: Callable[[Any], Any]) -> None:
+        with self._lock:
+            if (cls, name) in self._originals:
+                return
+            original = cls.__dict__[name]
+            wrapper = make(original)
+            setattr(wrapper, WRAPPED, original)
+            self._originals[(cls, name)] = original
+            setattr(cls, name, wrapper)
+
+    def restore(self) -> None:
+        with self._lock:
+            for (cls, name), original in self._originals.items():
+                setattr(cls, name, original)
+            self._originals.clear()
+
+    @property
+    def active(self) -> bool:
+        return bool(self._originals)
+
+
+def is_wrapped(function: Any) -> bool:
+    return getattr(function, WRAPPED, None) is not None

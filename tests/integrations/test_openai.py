@@ -1,0 +1,426 @@
+"""The OpenAI integration: real SDK calls recorded, then replayed with no HTTP request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import fake_llm_api as fake
+import openai
+import pytest
+from openai.resources.chat import Completions
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from sftrace import (
+    ConfigError,
+    RecordedDependencyError,
+    ReplayMismatchError,
+    load_bundle,
+    record,
+    replay,
+    trace_tool,
+)
+from sftrace.integrations.openai import instrument, instrument_all, uninstrument_all
+
+QUESTION = "Where is my parcel 42?"
+CHAT_REQUEST: dict[str, Any] = {
+    "model": "gpt-4o",
+    "messages": [{"role": "user", "content": QUESTION}],
+}
+RESPONSES_REQUEST: dict[str, Any] = {"model": "gpt-4.1", "input": QUESTION}
+PIECES = ["Your parcel ", "ships ", "today."]
+
+
+@pytest.fixture
+def api() -> fake.FakeAPI:
+    return fake.FakeAPI("openai", request_id_header="x-request-id")
+
+
+@pytest.fixture(autouse=True)
+def _no_class_patches() -> Any:
+    yield
+    uninstrument_all()
+
+
+def client(api: fake.FakeAPI, *, is_async: bool = False, instrumented: bool = True) -> Any:
+    cls = openai.AsyncOpenAI if is_async else openai.OpenAI
+    http = api.async_client() if is_async else api.sync_client()
+    made = cls(api_key="sk-test", base_url="http://llm.test/v1", http_client=http, max_retries=0)
+    return instrument(made) if instrumented else made
+
+
+def record_then_replay(
+    path: Path, api: fake.FakeAPI, agent: Callable[[], Any]
+) -> tuple[Any, Any, Any]:
+    """Run ``agent`` recorded, then replayed with the API offline; return both results."""
+    with record("agent", output=path):
+        recorded = agent()
+    api.offline()
+    with replay(path) as session:
+        replayed = agent()
+    assert api.refused == []
+    assert session.divergence is None
+    session.verify_complete()
+    return recorded, replayed, session
+
+
+def llm_spans(spans: InMemorySpanExporter) -> list[Any]:
+    return [
+        s for s in spans.get_finished_spans() if (s.attributes or {}).get("sftrace.kind") == "llm"
+    ]
+
+
+# --- every endpoint, sync and async, streamed and not ---------------------------------------
+
+
+def script(api: fake.FakeAPI, endpoint: str, stream: bool) -> None:
+    if endpoint == "chat" and stream:
+        api.reply_stream(fake.chat_chunks(PIECES), named=False, done=True)
+    elif endpoint == "chat":
+        api.reply_json(fake.chat_completion("".join(PIECES)))
+    elif stream:
+        api.reply_stream(fake.response_events(PIECES), named=True, done=False)
+    else:
+        api.reply_json(fake.response_object("".join(PIECES)))
+
+
+def request_for(endpoint: str, stream: bool) -> dict[str, Any]:
+    request = dict(CHAT_REQUEST if endpoint == "chat" else RESPONSES_REQUEST)
+    if stream:
+        request["stream"] = True
+        if endpoint == "chat":
+            request["stream_options"] = {"include_usage": True}
+    return request
+
+
+def sync_agent(llm: Any, endpoint: str, stream: bool) -> Any:
+    resource = llm.chat.completions if endpoint == "chat" else llm.responses
+    result = resource.create(**request_for(endpoint, stream))
+    if not stream:
+        return result
+    assert isinstance(result, openai.Stream)
+    with result:
+        return list(result)
+
+
+async def async_agent(llm: Any, endpoint: str, stream: bool) -> Any:
+    resource = llm.chat.completions if endpoint == "chat" else llm.responses
+    result = await resource.create(**request_for(endpoint, stream))
+    if not stream:
+        return result
+    assert isinstance(result, openai.AsyncStream)
+    async with result:
+        return [item async for item in result]
+
+
+EXPECTED_USAGE = {"chat": (21, 7, 28), "responses": (30, 9, 39)}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("endpoint", ["chat", "responses"])
+def test_replay_returns_the_recorded_sdk_objects_without_http(
+    tmp_path: Path, api: fake.FakeAPI, endpoint: str, is_async: bool, stream: bool
+) -> None:
+    """Each endpoint replays as equal SDK objects (chunks and usage included), sending nothing."""
+    script(api, endpoint, stream)
+    llm = client(api, is_async=is_async)
+
+    def agent() -> Any:
+        if is_async:
+            return asyncio.run(async_agent(llm, endpoint, stream))
+        return sync_agent(llm, endpoint, stream)
+
+    recorded, replayed, session = record_then_replay(tmp_path / "run.sftrace", api, agent)
+
+    assert replayed == recorded
+    if stream:
+        assert [type(item) for item in replayed] == [type(item) for item in recorded]
+        assert len(replayed) == len(
+            fake.chat_chunks(PIECES) if endpoint == "chat" else fake.response_events(PIECES)
+        )
+    else:
+        assert type(replayed) is type(recorded)
+        assert replayed._request_id == recorded._request_id == "req_001"
+    assert [m.action for m in session.matched] == ["substituted"]
+    call = load_bundle(tmp_path / "run.sftrace").calls[0]
+    assert (call.provider, call.name) == ("openai", request_for(endpoint, stream)["model"])
+    assert call.input == json.loads(json.dumps(request_for(endpoint, stream)))
+    input_tokens, output_tokens, total = EXPECTED_USAGE[endpoint]
+    for attributes in (call.attributes, dict(session.spans[0].attributes or {})):
+        assert attributes["gen_ai.usage.input_tokens"] == input_tokens
+        assert attributes["gen_ai.usage.output_tokens"] == output_tokens
+        assert attributes["sftrace.usage.total_tokens"] == total
+
+
+def test_streamed_call_is_recorded_chunk_by_chunk_with_final_usage(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """A stream's recorded output is its chunks in order, complete, with the last usage."""
+    script(api, "chat", stream=True)
+    llm = client(api)
+    with record("agent", output=tmp_path / "run.sftrace"):
+        chunks = sync_agent(llm, "chat", stream=True)
+    output = load_bundle(tmp_path / "run.sftrace").calls[0].output
+    assert output["chunks"] == [
+        chunk.model_dump(mode="json", exclude_unset=True) for chunk in chunks
+    ]
+    assert output["complete"] is True
+    assert output["usage"] == fake.USAGE
+    assert output["_request_id"] == "req_001"
+
+
+def test_stream_closed_early_records_what_was_read_and_replays_it(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """A stream the caller stops reading ends its span, marked incomplete; replay gives the same."""
+    script(api, "chat", stream=True)
+    llm = client(api)
+
+    def agent() -> list[str]:
+        stream = llm.chat.completions.create(**request_for("chat", stream=True))
+        texts = []
+        for chunk in stream:
+            texts.append(chunk.choices[0].delta.content)
+            if len(texts) == 2:
+                break
+        stream.close()
+        return texts
+
+    recorded, replayed, _ = record_then_replay(tmp_path / "run.sftrace", api, agent)
+    assert replayed == recorded == ["", "Your parcel "]
+    output = load_bundle(tmp_path / "run.sftrace").calls[0].output
+    assert output["complete"] is False
+    assert len(output["chunks"]) == 2
+
+
+def test_stream_helpers_replay_their_final_objects(tmp_path: Path, api: fake.FakeAPI) -> None:
+    """chat.completions.stream and responses.stream go through create: replayed, same results."""
+    script(api, "chat", stream=True)
+    script(api, "responses", stream=True)
+    llm = client(api)
+
+    def agent() -> tuple[Any, ...]:
+        with llm.chat.completions.stream(**request_for("chat", stream=False)) as stream:
+            chat_events = [event.type for event in stream]
+            completion = stream.get_final_completion()
+        with llm.responses.stream(**RESPONSES_REQUEST) as stream:
+            texts = [e.delta for e in stream if e.type == "response.output_text.delta"]
+            response = stream.get_final_response()
+        return chat_events, completion, texts, response
+
+    recorded, replayed, _ = record_then_replay(tmp_path / "run.sftrace", api, agent)
+    assert replayed == recorded
+    assert replayed[1].choices[0].message.content == "".join(PIECES)
+    assert replayed[2] == PIECES
+    assert replayed[3].output_text == "".join(PIECES)
+
+
+# --- an agent loop ------------------------------------------------------------------------
+
+TOOL_RUNS: list[str] = []
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "order_status",
+            "description": "Look up an order",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+]
+
+
+@trace_tool
+def order_status(order_id: str) -> dict[str, str]:
+    TOOL_RUNS.append(order_id)
+    return {"order_id": order_id, "status": "in transit"}
+
+
+def tool_loop(llm: Any) -> str:
+    """A minimal tool-calling agent: ask, run the tools the model asks for, ask again."""
+    messages: list[Any] = [{"role": "user", "content": QUESTION}]
+    for _ in range(4):
+        response = llm.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+        message = response.choices[0].message
+        if not message.tool_calls:
+            return str(message.content)
+        messages.append(message)  # the SDK object itself, as agents commonly do
+        for call in message.tool_calls:
+            result = order_status(**json.loads(call.function.arguments))
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)}
+            )
+    raise AssertionError("the agent did not finish")
+
+
+def test_tool_calling_loop_replays_offline_without_running_tools(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """A tool-calling loop replays: same answer, tool answered from the recording, no request."""
+    TOOL_RUNS.clear()
+    api.reply_json(
+        fake.chat_completion(
+            tool_calls=[fake.tool_call("call_1", "order_status", {"order_id": "42"})]
+        )
+    )
+    api.reply_json(fake.chat_completion("Parcel 42 is in transit."))
+    llm = client(api)
+    recorded, replayed, session = record_then_replay(
+        tmp_path / "run.sftrace", api, lambda: (tool_loop(llm), list(TOOL_RUNS))
+    )
+    assert recorded == ("Parcel 42 is in transit.", ["42"])
+    assert replayed == ("Parcel 42 is in transit.", ["42"])  # TOOL_RUNS unchanged by the replay
+    assert [m.recorded.label for m in session.matched] == [
+        "llm openai/gpt-4o",
+        "tool order_status",
+        "llm openai/gpt-4o",
+    ]
+    second_request = load_bundle(tmp_path / "run.sftrace").calls[2].input
+    assert second_request["messages"][1]["tool_calls"][0]["id"] == "call_1"
+    assert api.requests[1]["messages"][2]["role"] == "tool"
+
+
+# --- matching -----------------------------------------------------------------------------
+
+
+def test_changed_request_is_a_strict_mismatch_naming_the_field(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """A replayed call whose request differs raises ReplayMismatchError; nothing is sent."""
+    script(api, "chat", stream=False)
+    llm = client(api)
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        llm.chat.completions.create(**CHAT_REQUEST)
+    api.offline()
+    changed = {**CHAT_REQUEST, "messages": [{"role": "user", "content": "Where is parcel 43?"}]}
+    with replay(path) as session, pytest.raises(ReplayMismatchError) as raised:
+        llm.chat.completions.create(**changed, temperature=0.2)
+    paths = [difference[0] for difference in raised.value.differences]
+    assert any("messages" in p and "content" in p for p in paths)
+    assert any("temperature" in p for p in paths)
+    assert session.divergence is raised.value
+    assert api.refused == []
+
+
+def test_transport_options_and_ignored_fields_are_not_compared(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """extra_headers, timeout, NOT_GIVEN arguments and ignore_fields never cause a mismatch."""
+    script(api, "chat", stream=False)
+    llm = instrument(
+        client(api, instrumented=False), ignore_fields=["metadata.trace_id", "messages.*.name"]
+    )
+
+    def agent(trace_id: str) -> Any:
+        return llm.chat.completions.create(
+            **CHAT_REQUEST,
+            metadata={"trace_id": trace_id, "team": "support"},
+            extra_headers={"X-Request-Id": trace_id},
+            timeout=12.5 if trace_id == "t1" else 3.0,
+            temperature=openai.NOT_GIVEN,
+        )
+
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        recorded = agent("t1")
+    api.offline()
+    with replay(path) as session:
+        replayed = agent("t2")
+    assert replayed == recorded
+    session.verify_complete()
+    assert load_bundle(path).calls[0].input == {**CHAT_REQUEST, "metadata": {"team": "support"}}
+
+
+# --- instrumentation ---------------------------------------------------------------------
+
+
+def test_instrumenting_twice_or_also_globally_records_each_call_once(
+    api: fake.FakeAPI, spans: InMemorySpanExporter
+) -> None:
+    """instrument() is idempotent and combines with instrument_all() without double spans."""
+    script(api, "chat", stream=False)
+    llm = instrument(client(api))
+    instrument_all()
+    with record("agent"):
+        llm.chat.completions.create(**CHAT_REQUEST)
+    assert len(llm_spans(spans)) == 1
+
+
+def test_instrument_all_records_every_client_until_uninstrumented(
+    api: fake.FakeAPI, spans: InMemorySpanExporter
+) -> None:
+    """instrument_all() patches the SDK classes; uninstrument_all() puts them back."""
+    original = Completions.create
+    for _ in range(2):
+        script(api, "chat", stream=False)
+    instrument_all()
+    with record("agent"):
+        client(api, instrumented=False).chat.completions.create(**CHAT_REQUEST)
+    assert len(llm_spans(spans)) == 1
+    uninstrument_all()
+    assert Completions.create is original
+    with record("agent"):
+        client(api, instrumented=False).chat.completions.create(**CHAT_REQUEST)
+    assert len(llm_spans(spans)) == 1
+
+
+def test_copies_made_with_with_options_are_instrumented(
+    api: fake.FakeAPI, spans: InMemorySpanExporter
+) -> None:
+    """client.with_options(...) returns a client that records too."""
+    script(api, "chat", stream=False)
+    llm = client(api)
+    with record("agent"):
+        llm.with_options(timeout=5).chat.completions.create(**CHAT_REQUEST)
+    assert len(llm_spans(spans)) == 1
+
+
+def test_outside_a_recording_the_client_is_untouched(
+    api: fake.FakeAPI, spans: InMemorySpanExporter
+) -> None:
+    """Without record()/replay() calls go to the API as usual and nothing is recorded."""
+    script(api, "chat", stream=True)
+    chunks = sync_agent(client(api), "chat", stream=True)
+    assert len(chunks) == len(fake.chat_chunks(PIECES))
+    assert type(chunks[0]) is openai.types.chat.ChatCompletionChunk
+    assert len(api.requests) == 1
+    assert spans.get_finished_spans() == ()
+
+
+def test_recorded_api_error_is_raised_again_on_replay(tmp_path: Path, api: fake.FakeAPI) -> None:
+    """An API error recorded as the call's outcome is raised in replay, without a request."""
+    api.reply_json(
+        {"error": {"message": "context too long", "type": "invalid_request_error"}}, status=400
+    )
+    llm = client(api)
+    path = tmp_path / "run.sftrace"
+    with pytest.raises(openai.BadRequestError), record("agent", output=path):
+        llm.chat.completions.create(**CHAT_REQUEST)
+    api.offline()
+    with replay(path), pytest.raises(RecordedDependencyError) as raised:
+        llm.chat.completions.create(**CHAT_REQUEST)
+    assert raised.value.type_name == "openai.BadRequestError"
+    assert "context too long" in raised.value.recorded_message
+    assert api.refused == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"client": object()}, "expects an openai.OpenAI"),
+        ({"ignore_fields": ["metadata..id"]}, "dotted paths"),
+        ({"replay_policy": "sometimes"}, "replay_policy"),
+    ],
+)
+def test_bad_arguments_are_config_errors(
+    api: fake.FakeAPI, arguments: dict[str, Any], message: str
+) -> None:
+    """instrument() rejects what it cannot use, saying what it expected."""
+    target = arguments.pop("client", None) or client(api, instrumented=False)
+    with pytest.raises(ConfigError, match=message):
+        instrument(target, **arguments)
