@@ -123,7 +123,8 @@ def configure(
         otlp_headers: headers for every export request (a dict, or ``"k=v,k2=v2"``).
             Default: ``$OTEL_EXPORTER_OTLP_TRACES_HEADERS``, ``$OTEL_EXPORTER_OTLP_HEADERS``.
         service_name: ``service.name`` of a provider sftrace creates. Default:
-            ``$OTEL_SERVICE_NAME``, else ``"sftrace"``.
+            ``$OTEL_SERVICE_NAME``, else ``"sftrace"``. On an application's provider
+            that has no service name of its own, sftrace's OTLP export uses it too.
         capture_content: send inputs and outputs over OTLP. Default:
             ``$SFTRACE_CAPTURE_CONTENT``, else True. Bundles always keep them.
         max_payload_bytes: cap of one string attribute in the OTLP copy of a span; longer
@@ -148,6 +149,7 @@ def configure(
                 capture_content=capture_content,
                 max_payload_bytes=max_payload_bytes,
                 standard_endpoint_variables=provider is _own_provider,
+                service_name=service_name,
             )
         elif otlp_endpoint is not None or os.environ.get("SFTRACE_OTLP_ENDPOINT"):
             log_once(

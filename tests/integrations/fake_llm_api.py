@@ -256,7 +256,7 @@ def message(
         "id": "msg_01",
         "type": "message",
         "role": "assistant",
-        "model": "claude-sonnet-4-5-20250929",
+        "model": "claude-test-1-20260101",
         "content": content,
         "stop_reason": "tool_use" if tool_use else "end_turn",
         "stop_sequence": None,
