@@ -79,6 +79,8 @@ ENRICHMENT_ATTRIBUTES = frozenset(
         A.TOOL_NAME,
     }
 )
+# The SDK's service.name when nobody set one ("unknown_service:python").
+_SDK_DEFAULT_SERVICE = "unknown_service"
 _SPAN_KINDS = {
     A.KIND_RUN: A.OPENINFERENCE_AGENT,
     A.KIND_TOOL: A.OPENINFERENCE_TOOL,
@@ -99,6 +101,7 @@ class OtlpSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     capture_content: bool = True
     max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES
+    service_name: str | None = None  # for spans whose provider has none of its own
 
 
 def _env(*names: str) -> str | None:
@@ -231,6 +234,7 @@ def resolve_settings(
     capture_content: bool | None,
     max_payload_bytes: int | None,
     standard_endpoint_variables: bool,
+    service_name: str | None = None,
 ) -> OtlpSettings | None:
     """The OTLP settings of ``configure()``; None when no endpoint is configured.
 
@@ -264,6 +268,7 @@ def resolve_settings(
         timeout_s=resolve_timeout(),
         capture_content=resolve_capture_content(capture_content),
         max_payload_bytes=resolve_max_payload_bytes(max_payload_bytes),
+        service_name=service_name,
     )
 
 
@@ -457,10 +462,12 @@ class SpanPreparer:
         capture_content: bool = True,
         max_payload_bytes: int | None = None,
         resource_attributes: Mapping[str, Any] | None = None,
+        service_name: str | None = None,
     ) -> None:
         self.capture_content = capture_content
         self.max_payload_bytes = max_payload_bytes
         self._resource_attributes = dict(resource_attributes or {})
+        self._service_name = service_name
         self._resources: dict[int, tuple[Resource, Resource]] = {}
 
     def prepare(self, span: ReadableSpan) -> ReadableSpan:
@@ -522,7 +529,8 @@ class SpanPreparer:
         return Event(event.name, attributes, event.timestamp)
 
     def _resource(self, resource: Resource) -> Resource:
-        if not self._resource_attributes:
+        """The resource plus sftrace's defaults for what it lacks (cached per resource)."""
+        if not self._resource_attributes and self._service_name is None:
             return resource
         cached = self._resources.get(id(resource))
         if cached is not None and cached[0] is resource:
@@ -532,6 +540,9 @@ class SpanPreparer:
             for key, value in self._resource_attributes.items()
             if key not in resource.attributes
         }
+        current = str(resource.attributes.get(A.SERVICE_NAME, ""))
+        if self._service_name is not None and current.startswith(_SDK_DEFAULT_SERVICE):
+            missing[A.SERVICE_NAME] = self._service_name
         merged = resource.merge(Resource(missing)) if missing else resource
         if len(self._resources) > 64:
             self._resources.clear()
@@ -556,6 +567,8 @@ class EnrichingSpanExporter(SpanExporter):
         self.inner = inner
         self.preparer = preparer or SpanPreparer()
         self._quiet = log_once
+        if log_once:
+            _install_filter()
         self._closed = False
         self._lock = threading.Lock()
 
@@ -630,6 +643,7 @@ class OtlpSpanProcessor(SpanProcessor):
                 capture_content=settings.capture_content,
                 max_payload_bytes=settings.max_payload_bytes,
                 resource_attributes={A.SFTRACE_VERSION: __version__},
+                service_name=settings.service_name,
             )
             exporter = EnrichingSpanExporter(official_exporter(settings), preparer)
         self.exporter = exporter
