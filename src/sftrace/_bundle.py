@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -38,7 +39,7 @@ from ._format import (
     SPANS_FILE,
     SUPPORTED_VERSIONS,
 )
-from ._otlp_json import decode_attributes
+from ._otlp_json import decode_attributes, decode_value
 
 # --- manifest -----------------------------------------------------------------------
 
@@ -245,13 +246,65 @@ class StateChange:
     time_ns: int
 
 
+class SpanLines(Sequence[dict[str, Any]]):
+    """The spans of a loaded bundle, in file order, each parsed when it is accessed.
+
+    Loading validates every line but keeps only its bytes: holding every span as nested
+    dicts would cost far more memory and garbage-collector time than replay needs (it
+    needs the calls). Each access returns a freshly parsed OTLP/JSON span dict, except
+    the run span (index 0), which is parsed once and kept.
+    """
+
+    __slots__ = ("_data", "_ends", "_first", "_starts")
+
+    def __init__(
+        self, data: bytes, starts: Sequence[int], ends: Sequence[int], first: dict[str, Any]
+    ) -> None:
+        self._data = data
+        self._starts = starts
+        self._ends = ends
+        self._first = first
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("span index out of range")
+        if index == 0:
+            return self._first
+        span: dict[str, Any] = orjson.loads(self._data[self._starts[index] : self._ends[index]])
+        return span
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        data, loads = self._data, orjson.loads
+        yield self._first
+        for start, end in zip(self._starts[1:], self._ends[1:], strict=True):
+            yield loads(data[start:end])
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} spans>"
+
+
 @dataclass
 class Bundle:
-    """A loaded bundle: the manifest, the run's input and output, and its calls."""
+    """A loaded bundle: the manifest, the run's input and output, and its calls.
+
+    ``spans`` are the OTLP/JSON spans in file order (parsed on access, see
+    :class:`SpanLines`); ``span_parents`` maps each span id to its parent's (or None).
+    """
 
     path: Path | None
     manifest: Manifest
-    spans: list[dict[str, Any]]
+    spans: Sequence[dict[str, Any]]
     calls: list[Call]
     run_input: Any
     output: Any
@@ -259,6 +312,7 @@ class Bundle:
     has_output: bool
     state_changes: list[StateChange]
     redactions: list[dict[str, Any]]
+    span_parents: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -431,38 +485,57 @@ def iter_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, b
 def _load_spans(root: Path, manifest: Manifest) -> Bundle:
     spans_path = _bundle_file(root, SPANS_FILE, MAX_SPANS_BYTES)
     display = str(spans_path)
-    spans: list[dict[str, Any]] = []
+    # One read, then one parse per line: the parsed span is checked, turned into a Call
+    # and dropped; only the line's position is kept (see SpanLines).
+    data = spans_path.read_bytes()
+    starts: array[int] = array("q")
+    ends: array[int] = array("q")
     calls: list[Call] = []
-    seen: set[str] = set()
+    parents: dict[str, str | None] = {}  # span id -> parent id, in file order
     seqs: set[int] = set()
     run_attributes: dict[str, Any] | None = None
     run_span: dict[str, Any] | None = None
     state_changes: list[StateChange] = []
-    for number, line in iter_lines(spans_path):
+    trace_id = manifest.trace_id
+    loads, find = orjson.loads, data.find
+    position, number, size = 0, 0, len(data)
+    while position < size:
+        number += 1
+        end = find(b"\n", position)
+        if end < 0:
+            end = size
+        if (end + 1 if end < size else end) - position > MAX_LINE_BYTES:
+            raise BundleError(
+                f"{display}:{number}: line longer than {MAX_LINE_BYTES} bytes; refusing to load it",
+                path=display,
+                line=number,
+            )
+        if end == size:
+            raise BundleError(
+                f"{display}:{number}: truncated line (no newline at the end of the file)",
+                path=display,
+                line=number,
+            )
+        line = data[position:end]
+        start, position = position, end + 1
+        if not line.strip():
+            continue
         try:
-            span = orjson.loads(line)
+            span = loads(line)
         except orjson.JSONDecodeError as exc:
             raise BundleError(
                 f"{display}:{number}: invalid JSON: {exc}", path=display, line=number
             ) from None
         try:
-            attributes = _check_span(span, manifest, seen, seqs)
+            attributes = _check_span(span, trace_id, parents, seqs)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             message = str(exc) if isinstance(exc, ValueError) else f"malformed span ({exc!r})"
             raise BundleError(f"{display}:{number}: {message}", path=display, line=number) from None
-        seen.add(span["spanId"])
-        spans.append(span)
+        parents[span["spanId"]] = span.get("parentSpanId") or None
+        starts.append(start)
+        ends.append(end)
         kind = attributes.get(A.KIND)
-        if kind == A.KIND_RUN:
-            if run_span is not None:
-                raise BundleError(
-                    f"{display}:{number}: a second run span; a bundle holds one run",
-                    path=display,
-                    line=number,
-                )
-            run_span, run_attributes = span, attributes
-            state_changes = _state_changes(span)
-        elif kind in (A.KIND_TOOL, A.KIND_LLM):
+        if kind == A.KIND_TOOL or kind == A.KIND_LLM:
             try:
                 calls.append(call_from_span(span, attributes))
             except (KeyError, TypeError, ValueError) as exc:
@@ -471,15 +544,24 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
                     path=display,
                     line=number,
                 ) from None
+        elif kind == A.KIND_RUN:
+            if run_span is not None:
+                raise BundleError(
+                    f"{display}:{number}: a second run span; a bundle holds one run",
+                    path=display,
+                    line=number,
+                )
+            if len(starts) != 1:
+                raise BundleError(f"{display}:1: the first span must be the run span", path=display)
+            run_span, run_attributes = span, attributes
+            state_changes = _state_changes(span)
     if run_span is None or run_attributes is None:
         raise BundleError(f"{display}: no run span (sftrace.kind = 'run')", path=display)
-    if spans[0] is not run_span:
-        raise BundleError(f"{display}:1: the first span must be the run span", path=display)
     calls.sort(key=lambda call: call.seq)
     return Bundle(
         path=root,
         manifest=manifest,
-        spans=spans,
+        spans=SpanLines(data, starts, ends, run_span),
         calls=calls,
         run_input=_json_attribute(run_attributes, A.RUN_INPUT, display),
         output=_json_attribute(run_attributes, A.RUN_OUTPUT, display),
@@ -487,19 +569,23 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
         has_output=A.RUN_OUTPUT in run_attributes,
         state_changes=state_changes,
         redactions=_json_attribute(run_attributes, A.REDACTIONS, display) or [],
+        span_parents=parents,
     )
 
 
-def _check_span(span: Any, manifest: Manifest, seen: set[str], seqs: set[int]) -> dict[str, Any]:
+def _check_span(
+    span: Any, trace_id: str, seen: dict[str, str | None], seqs: set[int]
+) -> dict[str, Any]:
+    """Check one parsed line against the format's rules; return its decoded attributes."""
     if not isinstance(span, dict):
         raise ValueError(f"expected a span object, got {type(span).__name__}")
     span_id = span.get("spanId")
     if not isinstance(span_id, str) or len(span_id) != 16 or not _is_hex(span_id):
         raise ValueError(f"spanId must be 16 hex digits, got {span_id!r}")
-    if span.get("traceId") != manifest.trace_id:
+    if span.get("traceId") != trace_id:
         raise ValueError(
             f"span {span_id} has traceId {span.get('traceId')!r}, but the manifest's run is "
-            f"{manifest.trace_id!r}"
+            f"{trace_id!r}"
         )
     if span_id in seen:
         raise ValueError(f"duplicate spanId {span_id}")
@@ -514,7 +600,14 @@ def _check_span(span: Any, manifest: Manifest, seen: set[str], seqs: set[int]) -
     raw_attributes = span.get("attributes", [])
     if not isinstance(raw_attributes, list):
         raise ValueError(f"span {span_id}: attributes must be a list")
-    attributes = decode_attributes(raw_attributes)
+    # decode_attributes, with the common case (a string value) inlined.
+    attributes: dict[str, Any] = {}
+    for item in raw_attributes:
+        value = item.get("value", {})
+        if "stringValue" in value:
+            attributes[item["key"]] = value["stringValue"]
+        else:
+            attributes[item["key"]] = decode_value(value)
     kind = attributes.get(A.KIND)
     if kind is not None:
         seq = attributes.get(A.SEQ)

@@ -96,9 +96,8 @@ class ReplaySession:
             allow_live_tools=self.allow_live_tools,
             manual=manual,
             recorded_run_id=self.bundle.run_id,
-            span_parents={
-                span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans
-            },
+            span_parents=self.bundle.span_parents
+            or {span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans},
         )
         self._save = Path(save) if save is not None else None
         self._overwrite = overwrite

@@ -1,0 +1,145 @@
+"""Loading bundles: the span sequence, the parent map, and line-level damage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from sftrace import BundleError, load_bundle, record, trace_tool
+from sftrace._format import MAX_LINE_BYTES
+
+
+@trace_tool
+def lookup(city: str) -> dict[str, Any]:
+    return {"city": city, "ok": True}
+
+
+@trace_tool
+def trip(city: str) -> list[Any]:
+    return [lookup(city), lookup(city + "!")]
+
+
+@pytest.fixture
+def bundle_path(tmp_path: Path) -> Path:
+    path = tmp_path / "run.sftrace"
+    with record("loader", output=path):
+        trip("Lisbon")
+        lookup("Porto")
+    return path
+
+
+def file_spans(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (path / "spans.jsonl").read_bytes().splitlines()]
+
+
+def test_spans_are_the_lines_of_the_file_in_order(bundle_path: Path) -> None:
+    """bundle.spans iterates, indexes and slices like the list of parsed span lines."""
+    expected = file_spans(bundle_path)
+    spans = load_bundle(bundle_path).spans
+    assert len(spans) == len(expected) == 5
+    assert list(spans) == expected
+    assert [spans[i] for i in range(len(spans))] == expected
+    assert spans[-1] == expected[-1]
+    assert spans[1:3] == expected[1:3]
+    assert spans[::-2] == expected[::-2]
+    with pytest.raises(IndexError):
+        spans[5]
+
+
+def test_run_span_is_the_first_span_and_kept(bundle_path: Path) -> None:
+    """The run span is spans[0], the same object on every access."""
+    bundle = load_bundle(bundle_path)
+    assert bundle.run_span is bundle.spans[0] is next(iter(bundle.spans))
+    assert bundle.run_span["spanId"] == bundle.manifest.root_span_id
+
+
+def test_span_parents_maps_every_span_to_its_parent(bundle_path: Path) -> None:
+    """span_parents holds each span id with its parent span id (None for the run)."""
+    bundle = load_bundle(bundle_path)
+    expected = {s["spanId"]: s.get("parentSpanId") or None for s in file_spans(bundle_path)}
+    assert bundle.span_parents == expected
+    outer, inner = bundle.calls[0], bundle.calls[1]  # trip("Lisbon") calls lookup("Lisbon")
+    assert (outer.name, inner.name) == ("trip", "lookup")
+    assert bundle.span_parents[inner.span_id] == outer.span_id
+
+
+def _rewrite(path: Path, change: Any) -> None:
+    spans_file = path / "spans.jsonl"
+    spans_file.write_bytes(change(spans_file.read_bytes()))
+
+
+def _blank_lines(data: bytes) -> bytes:
+    first, rest = data.split(b"\n", 1)
+    return first + b"\n\n   \n" + rest
+
+
+def test_blank_lines_are_skipped(bundle_path: Path) -> None:
+    """Whitespace-only lines are ignored; the spans around them load."""
+    _rewrite(bundle_path, _blank_lines)
+    assert len(load_bundle(bundle_path).spans) == 5
+
+
+def _move_run_span_last(data: bytes) -> bytes:
+    lines = data.splitlines(keepends=True)
+    return b"".join(lines[1:] + lines[:1])
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda data: data[:-1], ":5: truncated line (no newline at the end of the file)"),
+        (lambda data: data + b"   ", ":6: truncated line"),
+        (lambda data: data.replace(b"}\n", b"\n", 1), ":1: invalid JSON"),
+        (_move_run_span_last, "parentSpanId"),
+        (lambda data: data + data.split(b"\n", 1)[0] + b"\n", ":6: duplicate spanId"),
+        (lambda data: b"", "no run span"),
+    ],
+    ids=["truncated", "trailing-blank", "bad-json", "parent-after-child", "run-twice", "empty"],
+)
+def test_damaged_lines_name_the_line(bundle_path: Path, change: Any, expected: str) -> None:
+    """Damage to spans.jsonl raises BundleError naming the line and what is wrong."""
+    _rewrite(bundle_path, change)
+    with pytest.raises(BundleError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        load_bundle(bundle_path)
+
+
+def test_run_span_not_first_is_refused(tmp_path: Path) -> None:
+    """A run span that is not the first line is refused, even with its parents in order."""
+    path = tmp_path / "run.sftrace"
+    with record("loader", output=path):
+        pass
+    run_line = (path / "spans.jsonl").read_bytes()
+    run = orjson.loads(run_line)
+    other = {"traceId": run["traceId"], "spanId": "00000000000000aa", "name": "app span"}
+    (path / "spans.jsonl").write_bytes(orjson.dumps(other) + b"\n" + run_line)
+    with pytest.raises(BundleError, match="the first span must be the run span"):
+        load_bundle(path)
+
+
+def test_line_over_the_limit_is_refused(bundle_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line longer than the limit is refused before it is parsed."""
+    longest = max(len(line) + 1 for line in (bundle_path / "spans.jsonl").read_bytes().split())
+    monkeypatch.setattr("sftrace._bundle.MAX_LINE_BYTES", longest - 1)
+    with pytest.raises(BundleError, match=f"line longer than {longest - 1} bytes"):
+        load_bundle(bundle_path)
+    assert longest < MAX_LINE_BYTES
+
+
+def test_invalid_output_json_is_refused_at_load(bundle_path: Path) -> None:
+    """A call whose sftrace.output is not JSON text fails to load, naming span and line."""
+
+    def break_output(data: bytes) -> bytes:
+        lines = data.splitlines(keepends=True)
+        span = orjson.loads(lines[2])
+        for item in span["attributes"]:
+            if item["key"] == "sftrace.output":
+                item["value"]["stringValue"] = "{not json"
+        lines[2] = orjson.dumps(span) + b"\n"
+        return b"".join(lines)
+
+    _rewrite(bundle_path, break_output)
+    with pytest.raises(BundleError, match=r":3: span [0-9a-f]{16}: sftrace.output is not valid"):
+        load_bundle(bundle_path)
