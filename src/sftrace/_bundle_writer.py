@@ -80,10 +80,11 @@ class BundleWriter:
 
     def append(self, line: bytes, start_time: int, seq: int | None) -> None:
         data = line + b"\n"
-        view = memoryview(data)
-        while view:
-            written = self._journal.write(view)
-            view = view[written or 0 :]
+        written = self._journal.write(data) or 0
+        if written < len(data):  # a short write (rare): write the rest
+            view = memoryview(data)[written:]
+            while view:
+                view = view[self._journal.write(view) or 0 :]
         order = seq if seq is not None else _UNSEQUENCED
         self._index.append((start_time, order, self._offset, len(data)))
         self._offset += len(data)

@@ -42,7 +42,13 @@ from ._format import (
     STATUS_FAILED,
 )
 from ._internal import log_once
-from ._otlp_json import encode_attributes, encode_span, span_id_hex, trace_id_hex
+from ._otlp_json import (
+    encode_attributes,
+    encode_span,
+    plain_attributes,
+    span_id_hex,
+    trace_id_hex,
+)
 from ._version import __version__
 
 # Attributes that repeat sftrace.input/sftrace.output; bundles restore them on read.
@@ -196,7 +202,7 @@ class BundleSpanExporter(SpanExporter):
         context = span.context
         if context is None:
             return
-        attributes = span.attributes or {}
+        attributes = plain_attributes(span)
         trace_id = context.trace_id
         with self._lock:
             run = self._runs.get(trace_id)
@@ -204,7 +210,7 @@ class BundleSpanExporter(SpanExporter):
                 if self._directory is None or A.KIND not in attributes:
                     return
                 run = self._open_unregistered(trace_id)
-            line = orjson.dumps(encode_span(span, _DROPPED))
+            line = orjson.dumps(encode_span(span, _DROPPED, attributes=attributes))
             seq = attributes.get(A.SEQ)
             run.writer.append(line, span.start_time or 0, seq if isinstance(seq, int) else None)
             run.totals.add(attributes)

@@ -50,11 +50,32 @@ def encode_attributes(
 ) -> list[JSONDict]:
     if not attributes:
         return []
-    return [
-        {"key": key, "value": encode_value(value)}
-        for key, value in attributes.items()
-        if key not in drop
-    ]
+    encoded = []
+    for key, value in attributes.items():
+        if key in drop:
+            continue
+        # Most values are strings (inputs, outputs, names): skip encode_value for them.
+        if type(value) is str:
+            encoded.append({"key": key, "value": {"stringValue": value}})
+        else:
+            encoded.append({"key": key, "value": encode_value(value)})
+    return encoded
+
+
+def plain_attributes(span: ReadableSpan) -> dict[str, Any]:
+    """A span's attributes as a plain dict (a copy), read in one step.
+
+    ``ReadableSpan.attributes`` is a read-only view of the SDK's ``BoundedAttributes``,
+    whose every read is a Python-level call; its ``copy()`` returns a plain dict at once.
+    """
+    attributes = span.attributes
+    if not attributes:
+        return {}
+    try:
+        copied = attributes.copy()  # type: ignore[attr-defined]
+    except AttributeError:  # a mapping without copy()
+        copied = None
+    return copied if type(copied) is dict else dict(attributes)
 
 
 def decode_value(value: Mapping[str, Any]) -> Any:
@@ -80,10 +101,16 @@ def decode_attributes(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {item["key"]: decode_value(item.get("value", {})) for item in items}
 
 
-def encode_span(span: ReadableSpan, drop: frozenset[str] = frozenset()) -> JSONDict:
+def encode_span(
+    span: ReadableSpan,
+    drop: frozenset[str] = frozenset(),
+    *,
+    attributes: Mapping[str, Any] | None = None,
+) -> JSONDict:
     """One finished SDK span as an OTLP/JSON ``Span`` object.
 
-    ``drop`` names attributes left out (the aliases a bundle restores on read).
+    ``drop`` names attributes left out (the aliases a bundle restores on read);
+    ``attributes``: the span's attributes when the caller already has them as a dict.
     """
     context = span.context
     assert context is not None
@@ -94,7 +121,9 @@ def encode_span(span: ReadableSpan, drop: frozenset[str] = frozenset()) -> JSOND
         "kind": span.kind.value + 1,
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or 0),
-        "attributes": encode_attributes(span.attributes, drop),
+        "attributes": encode_attributes(
+            plain_attributes(span) if attributes is None else attributes, drop
+        ),
         "status": _encode_status(span),
     }
     if span.parent is not None:
