@@ -16,8 +16,15 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import sample_agents as agents
 import sftrace
+from interchange_helpers import (
+    failing_agent,
+    lines,
+    record_completed,
+    record_failing,
+    replay_summary,
+)
 from otlp_sink import OtlpSink
-from sftrace import load_bundle, record, replay_run
+from sftrace import load_bundle
 from sftrace._cli import cli
 from sftrace._cli_otlp import register
 
@@ -46,41 +53,6 @@ def sink() -> Iterator[OtlpSink]:
 
 def run_cli(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-def failing_agent() -> dict[str, Any]:
-    """search -> llm -> book the first flight, which is sold out (ValueError)."""
-    flights = agents.search_flights("Lisbon")
-    agents.ask(f"pick from {[f.id for f in flights]}")
-    return agents.book(flights[0].id)
-
-
-def record_failing(path: Path) -> Path:
-    with pytest.raises(ValueError, match="sold out"), record("lisbon", output=path):
-        failing_agent()
-    return path
-
-
-def record_completed(path: Path) -> Path:
-    with record("booker", output=path, run_input="Lisbon") as session:
-        session.set_output(agents.booking_agent("Lisbon"))
-    return path
-
-
-def lines(bundle: Path) -> list[bytes]:
-    return (bundle / "spans.jsonl").read_bytes().splitlines()
-
-
-def replay_summary(bundle: Path, entrypoint: Any) -> tuple[Any, ...]:
-    result = replay_run(bundle, entrypoint)
-    return (
-        result.status,
-        result.reproduced,
-        [(m.recorded.seq, m.action) for m in result.matched],
-        type(result.error).__name__,
-        str(result.error),
-        result.output,
-    )
 
 
 # --- push -----------------------------------------------------------------------------
