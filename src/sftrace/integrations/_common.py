@@ -113,14 +113,16 @@ def drop_path(value: JSON, path: tuple[str, ...]) -> None:
                 del value[key]
     elif isinstance(value, list):
         if head == "*":
-            items = value
+            indexes = list(range(len(value)))
         elif head.isdigit() and int(head) < len(value):
-            items = [value[int(head)]]
+            indexes = [int(head)]
         else:
             return
-        if rest:
-            for item in items:
-                drop_path(item, rest)
+        for index in reversed(indexes):
+            if rest:
+                drop_path(value[index], rest)
+            else:
+                del value[index]
 
 
 def wire_json(value: Any) -> JSON:

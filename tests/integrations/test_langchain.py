@@ -1,0 +1,354 @@
+"""The LangChain integration: chat models, tools and a LangGraph agent, recorded and replayed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableBinding
+from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import Field
+
+from sftrace import ConfigError, ReplayMismatchError, load_bundle, record, replay
+from sftrace.integrations.langchain import TracedChatModel, wrap_chat_model, wrap_tool, wrap_tools
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model answering from a script; streams each reply word by word.
+
+    ``offline = True`` makes any call fail, to prove a replay never reaches the model.
+    """
+
+    replies: list[AIMessage]
+    calls: list[list[BaseMessage]] = Field(default_factory=list)
+    offline: bool = False
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        return {"ls_provider": "fakeai", "ls_model_name": "scripted-1", "ls_model_type": "chat"}
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _next(self, messages: list[BaseMessage]) -> AIMessage:
+        if self.offline:
+            raise AssertionError("the model was called during a replay")
+        self.calls.append(messages)
+        return self.replies[len(self.calls) - 1]
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        reply = self._next(messages)
+        return ChatResult(generations=[ChatGeneration(message=reply)], llm_output={"n": 1})
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        reply = self._next(messages)
+        words = str(reply.content).split(" ") if reply.content else []
+        for number, word in enumerate(words):
+            text = word if number == 0 else " " + word
+            yield ChatGenerationChunk(message=AIMessageChunk(content=text))
+        tool_chunks = [
+            {
+                "name": call["name"],
+                "args": json.dumps(call["args"]),
+                "id": call["id"],
+                "index": index,
+                "type": "tool_call_chunk",
+            }
+            for index, call in enumerate(reply.tool_calls)
+        ]
+        last = AIMessageChunk(
+            content="", tool_call_chunks=tool_chunks, usage_metadata=reply.usage_metadata
+        )
+        yield ChatGenerationChunk(message=last)
+
+
+def usage(inputs: int, outputs: int) -> Any:
+    return {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": inputs + outputs}
+
+
+def answer(text: str = "Order 9 is late, sorry.") -> AIMessage:
+    return AIMessage(content=text, usage_metadata=usage(20, 6))
+
+
+def asks_for_lookup() -> AIMessage:
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": "lookup", "args": {"order_id": "9"}, "id": "call_9"}],
+        usage_metadata=usage(10, 3),
+    )
+
+
+def comparable(value: Any) -> Any:
+    """Messages and chunks without their ids (LangChain makes those up on every run)."""
+    if isinstance(value, list | tuple):
+        return [comparable(item) for item in value]
+    if isinstance(value, BaseMessage):
+        return (type(value).__name__, value.model_dump(exclude={"id"}))
+    return value
+
+
+def record_then_replay(
+    path: Path, inner: ScriptedChatModel, agent: Callable[[], Any]
+) -> tuple[Any, Any, Any]:
+    with record("agent", output=path):
+        recorded = agent()
+    inner.offline = True
+    with replay(path) as session:
+        replayed = agent()
+    assert session.divergence is None
+    session.verify_complete()
+    return recorded, replayed, session
+
+
+# --- the chat model ---------------------------------------------------------------------
+
+
+def run_model(model: Any, how: str) -> Any:
+    prompt = [HumanMessage("Where is order 9?")]
+    if how == "invoke":
+        return model.invoke(prompt)
+    if how == "ainvoke":
+        return asyncio.run(model.ainvoke(prompt))
+    if how == "stream":
+        return list(model.stream(prompt))
+
+    async def collect() -> list[Any]:
+        return [chunk async for chunk in model.astream(prompt)]
+
+    return asyncio.run(collect())
+
+
+@pytest.mark.parametrize("reply", [answer, asks_for_lookup], ids=["text", "tool-call"])
+@pytest.mark.parametrize("how", ["invoke", "ainvoke", "stream", "astream"])
+def test_model_calls_replay_equal_messages_without_calling_the_model(
+    tmp_path: Path, how: str, reply: Callable[[], AIMessage]
+) -> None:
+    """invoke/ainvoke/stream/astream replay the same messages (tool calls, usage) offline."""
+    inner = ScriptedChatModel(replies=[reply()])
+    model = wrap_chat_model(inner)
+    recorded, replayed, session = record_then_replay(
+        tmp_path / "run.sftrace", inner, lambda: run_model(model, how)
+    )
+    assert comparable(replayed) == comparable(recorded)
+    if how in ("invoke", "ainvoke"):
+        assert replayed.tool_calls == reply().tool_calls
+        assert replayed.usage_metadata == reply().usage_metadata
+    else:
+        assert len(replayed) > 1
+        merged = sum(replayed[1:], replayed[0])
+        assert merged.tool_calls == reply().tool_calls
+        assert merged.usage_metadata == reply().usage_metadata
+    call = load_bundle(tmp_path / "run.sftrace").calls[0]
+    assert (call.provider, call.name) == ("fakeai", "scripted-1")
+    assert call.input == {"messages": [{"type": "human", "content": "Where is order 9?"}]}
+    expected = reply().usage_metadata
+    assert expected is not None
+    assert call.attributes["gen_ai.usage.input_tokens"] == expected["input_tokens"]
+    assert call.attributes["gen_ai.usage.output_tokens"] == expected["output_tokens"]
+    assert [m.action for m in session.matched] == ["substituted"]
+
+
+def test_changed_prompt_is_a_strict_mismatch(tmp_path: Path) -> None:
+    """A replayed model call with other messages raises ReplayMismatchError, model not called."""
+    inner = ScriptedChatModel(replies=[answer()])
+    model = wrap_chat_model(inner)
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        model.invoke("Where is order 9?")
+    inner.offline = True
+    with replay(path), pytest.raises(ReplayMismatchError) as raised:
+        model.invoke("Where is order 10?")
+    assert raised.value.differences == [
+        ("$.messages[0].content", "Where is order 9?", "Where is order 10?")
+    ]
+
+
+def test_bound_tools_keep_recording_and_are_part_of_the_request(tmp_path: Path) -> None:
+    """bind_tools on the wrapper binds to the wrapper; the tools are in the recorded request."""
+    inner = ScriptedChatModel(replies=[asks_for_lookup()])
+    model = wrap_chat_model(inner)
+    bound = model.bind_tools([lookup], tool_choice="auto")
+    assert isinstance(bound, RunnableBinding)
+    assert bound.bound is model
+    with record("agent", output=tmp_path / "run.sftrace"):
+        bound.invoke("Where is order 9?")
+    request = load_bundle(tmp_path / "run.sftrace").calls[0].input
+    assert request["tools"] == [convert_to_openai_tool(lookup)]
+    assert request["tool_choice"] == "auto"
+
+
+def test_wrapper_reads_through_and_wraps_once() -> None:
+    """Wrapping is idempotent and attributes of the wrapped model stay readable."""
+    inner = ScriptedChatModel(replies=[answer()])
+    model = wrap_chat_model(inner)
+    assert wrap_chat_model(model) is model
+    assert isinstance(model, TracedChatModel)
+    assert model.replies == inner.replies
+    assert model._llm_type == "scripted"
+    with pytest.raises(ConfigError, match="BaseChatModel"):
+        wrap_chat_model(object())  # type: ignore[arg-type]
+
+
+def test_outside_a_recording_the_model_runs_as_usual(spans: InMemorySpanExporter) -> None:
+    """No record()/replay(): the wrapped model answers, nothing is recorded."""
+    inner = ScriptedChatModel(replies=[answer(), answer()])
+    model = wrap_chat_model(inner)
+    assert model.invoke("hi").content == answer().content
+    assert "".join(str(c.content) for c in model.stream("hi")) == answer().content
+    assert len(inner.calls) == 2
+    assert spans.get_finished_spans() == ()
+
+
+# --- tools ------------------------------------------------------------------------------
+
+LOOKUPS: list[str] = []
+
+
+@tool
+def lookup(order_id: str) -> str:
+    """Look up an order."""
+    LOOKUPS.append(order_id)
+    return f"order {order_id} is late"
+
+
+@tool
+def cancel(order_id: str) -> str:
+    """Cancel an order."""
+    LOOKUPS.append(f"cancel {order_id}")
+    raise ToolException(f"order {order_id} has shipped")
+
+
+cancel.handle_tool_error = True
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_wrapped_tools_replay_without_running(tmp_path: Path, is_async: bool) -> None:
+    """Tool results, and handled ToolExceptions, come back from the recording."""
+    LOOKUPS.clear()
+    tools = wrap_tools([lookup, cancel])
+
+    def agent() -> list[Any]:
+        calls = [
+            {"name": "lookup", "args": {"order_id": "9"}, "id": "c1", "type": "tool_call"},
+            {"name": "cancel", "args": {"order_id": "9"}, "id": "c2", "type": "tool_call"},
+        ]
+        if is_async:
+
+            async def run_all() -> list[Any]:
+                return [await t.ainvoke(c) for t, c in zip(tools, calls, strict=True)]
+
+            return asyncio.run(run_all())
+        return [t.invoke(c) for t, c in zip(tools, calls, strict=True)]
+
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        recorded = agent()
+    ran = list(LOOKUPS)
+    with replay(path) as session:
+        replayed = agent()
+    session.verify_complete()
+    assert LOOKUPS == ran == ["9", "cancel 9"]
+    assert comparable(replayed) == comparable(recorded)
+    assert isinstance(replayed[1], ToolMessage)
+    assert replayed[1].status == "error"
+    assert replayed[1].content == "order 9 has shipped"
+    calls = load_bundle(path).calls
+    assert [(c.label, c.input) for c in calls] == [
+        ("tool lookup", {"order_id": "9"}),
+        ("tool cancel", {"order_id": "9"}),
+    ]
+
+
+def test_wrap_tool_returns_a_copy_and_is_idempotent() -> None:
+    """The original tool is untouched; wrapping a wrapped tool returns it."""
+    wrapped = wrap_tool(lookup)
+    assert wrapped is not lookup
+    assert wrap_tool(wrapped) is wrapped
+    assert (wrapped.name, wrapped.description) == (lookup.name, lookup.description)
+    assert isinstance(wrapped, BaseTool)
+    with pytest.raises(ConfigError, match="BaseTool"):
+        wrap_tool(len)  # type: ignore[arg-type]
+
+
+# --- a LangGraph agent -----------------------------------------------------------------------
+
+
+def build_agent(model: BaseChatModel, tools: list[BaseTool]) -> Any:
+    """A ReAct-style LangGraph agent: the model node, a tool node, a conditional loop."""
+    bound = model.bind_tools(tools)
+
+    def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile()
+
+
+@pytest.mark.parametrize("mode", ["invoke", "stream-messages"])
+def test_langgraph_agent_records_and_replays(tmp_path: Path, mode: str) -> None:
+    """A LangGraph tool-calling agent replays offline: same messages, tools not run."""
+    LOOKUPS.clear()
+    inner = ScriptedChatModel(replies=[asks_for_lookup(), answer()])
+    tools = wrap_tools([lookup])
+    agent = build_agent(wrap_chat_model(inner), tools)
+    question = {"messages": [HumanMessage("Where is order 9?")]}
+
+    def run() -> Any:
+        if mode == "invoke":
+            return agent.invoke(question)["messages"]
+        return [
+            chunk.content
+            for chunk, _ in agent.stream(question, stream_mode="messages")
+            if isinstance(chunk, AIMessageChunk)
+        ]
+
+    recorded, replayed, session = record_then_replay(tmp_path / "run.sftrace", inner, run)
+    assert comparable(replayed) == comparable(recorded)
+    assert LOOKUPS == ["9"]
+    if mode == "invoke":
+        assert [type(m).__name__ for m in replayed] == [
+            "HumanMessage",
+            "AIMessage",
+            "ToolMessage",
+            "AIMessage",
+        ]
+        assert replayed[-1].content == answer().content
+    else:
+        assert "".join(replayed) == answer().content
+    # Streaming the graph's messages makes LangChain stream the model: recorded as chunks.
+    outputs = [c.output for c in load_bundle(tmp_path / "run.sftrace").calls if c.kind == "llm"]
+    assert all(("chunks" in output) == (mode == "stream-messages") for output in outputs)
+    assert [m.recorded.label for m in session.matched] == [
+        "llm fakeai/scripted-1",
+        "tool lookup",
+        "llm fakeai/scripted-1",
+    ]
