@@ -202,8 +202,10 @@ class BundleSpanExporter(SpanExporter):
         context = span.context
         if context is None:
             return
-        attributes = plain_attributes(span)
         trace_id = context.trace_id
+        if self._directory is None and trace_id not in self._runs:
+            return  # not a run being recorded (a replay, the application's own traces)
+        attributes = plain_attributes(span)
         with self._lock:
             run = self._runs.get(trace_id)
             if run is None:

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import _attributes as A
 from ._internal import log_once
+from ._otlp_json import plain_attributes
 from ._replay_controller import Action, Decision, Reached, ReplayController
 
 _controllers: dict[int, ReplayController] = {}
@@ -41,12 +42,12 @@ class ReplaySpanProcessor(SpanProcessor):
         if not self.active or not _controllers:
             return
         try:
-            attributes = span.attributes
-            if not attributes or attributes.get(A.KIND) not in (A.KIND_TOOL, A.KIND_LLM):
-                return
             context = span.get_span_context()
             controller = _controllers.get(context.trace_id)
             if controller is None:
+                return
+            attributes = plain_attributes(span)
+            if attributes.get(A.KIND) not in (A.KIND_TOOL, A.KIND_LLM):
                 return
             controller.store(
                 context.span_id, controller.decide(Reached.from_attributes(attributes))

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, overload
 from ._boundary import BoundarySpec, Restore, call_async, call_sync
 from ._internal import log_once
 from ._policy import ReplayPolicy
-from ._run import current_run
+from ._run import _active, _current, current_run
 from ._serialize import Serializer, dumps
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -193,6 +193,8 @@ def trace_tool(
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                if _current.get() is None and not _active:
+                    return await fn(*args, **kwargs)
                 run = current_run()
                 if run is None:
                     return await fn(*args, **kwargs)
@@ -204,6 +206,10 @@ def trace_tool(
 
             @functools.wraps(fn)
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                # Outside any run (the common case in production) cost one context-variable
+                # read: current_run() is called only when a run may exist.
+                if _current.get() is None and not _active:
+                    return fn(*args, **kwargs)
                 run = current_run()
                 if run is None:
                     return fn(*args, **kwargs)
