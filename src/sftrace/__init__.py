@@ -50,6 +50,7 @@ from ._exporter import BundleSpanExporter
 from ._llm import LLMCallHandle, allm_request, llm_request
 from ._policy import MatchMode, ReplayMode, ReplayPolicy
 from ._record import RecordingSession, record
+from ._redaction import Redaction, Redactor
 from ._replay import ReplaySession, replay
 from ._replay_controller import MatchedCall
 from ._replay_processor import ReplaySpanProcessor
@@ -76,6 +77,8 @@ __all__ = [
     "MatchedCall",
     "RecordedDependencyError",
     "RecordingSession",
+    "Redaction",
+    "Redactor",
     "ReplayError",
     "ReplayExhaustedError",
     "ReplayMismatchError",

@@ -70,7 +70,7 @@ METADATA: Final = "sftrace.metadata"  # JSON object given to record(metadata=...
 RUN_INPUT: Final = "sftrace.run.input"
 RUN_OUTPUT: Final = "sftrace.run.output"
 REPLAY_OF: Final = "sftrace.replay_of"  # run id of the recorded run a replay re-ran
-REDACTIONS: Final = "sftrace.redactions"  # JSON list of {path, rule}; never the value
+REDACTIONS: Final = "sftrace.redactions"  # JSON list of {field, path, rule}; never the value
 # Set on OTLP copies of spans only (never in bundles): what the OTLP export left out.
 TRUNCATED: Final = "sftrace.truncated"  # keys of attributes capped by max_payload_bytes
 CONTENT_OMITTED: Final = "sftrace.content_omitted"  # True with capture_content=False
@@ -84,6 +84,14 @@ EVENT_STATE_CHANGE: Final = "sftrace.state_change"
 EVENT_KEY: Final = "sftrace.state.key"
 EVENT_BEFORE: Final = "sftrace.state.before"
 EVENT_AFTER: Final = "sftrace.state.after"
+
+# The span event of a recorded exception (OpenTelemetry semantic conventions); sftrace
+# writes it itself so that the message and stack trace are redacted.
+EVENT_EXCEPTION: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+EXCEPTION_ESCAPED: Final = "exception.escaped"
 
 INSTRUMENTATION_SCOPE: Final = "sftrace"
 

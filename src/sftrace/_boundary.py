@@ -102,7 +102,7 @@ class BoundaryCall:
         self.seq = seq = run.next_seq()
         # Redacted before the span exists: no processor or exporter ever sees the secret,
         # and a replay matches the redacted input against the redacted recording.
-        input_json, found = run.redactor.redact_json(input_json)
+        input_json, found = run.redactor.redact_json(input_json, known=run.known_secrets)
         self.redactions = [redaction.record("input") for redaction in found]
         attributes = dict(spec.attributes)
         attributes[A.SEQ] = seq
@@ -173,7 +173,9 @@ class BoundaryCall:
         self._set_output(self._redacted_output(output_json), value)
 
     def _redacted_output(self, output_json: str) -> str:
-        output_json, found = self.run.redactor.redact_json(output_json)
+        output_json, found = self.run.redactor.redact_json(
+            output_json, known=self.run.known_secrets
+        )
         self._note_redactions([redaction.record("output") for redaction in found])
         return output_json
 
@@ -216,7 +218,7 @@ class BoundaryCall:
     def fail(self, exc: BaseException) -> None:
         span = self.span
         error_type, builtin = exception_type_name(exc)
-        message, records = record_failure(span, exc, self.run.redactor)
+        message, records = record_failure(span, exc, self.run.redactor, self.run.known_secrets)
         self._note_redactions(records)
         span.set_attributes(
             {A.ERROR_TYPE: error_type, A.ERROR_MESSAGE: message, A.ERROR_BUILTIN: builtin}

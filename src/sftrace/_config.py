@@ -34,6 +34,7 @@ from ._attributes import INSTRUMENTATION_SCOPE
 from ._exporter import BundleSpanExporter
 from ._internal import log_once
 from ._otlp_export import OtlpSettings, OtlpSpanProcessor, resolve_settings
+from ._redaction import Redactor, set_redactor
 from ._version import __version__
 
 DEFAULT_BUNDLE_DIR = Path(".sftrace") / "traces"
@@ -98,6 +99,7 @@ def configure(
     service_name: str | None = None,
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
+    redaction: Redactor | None = None,
 ) -> None:
     """Configure where sftrace's spans go. Keyword-only; safe to call more than once.
 
@@ -131,6 +133,9 @@ def configure(
             values are cut and end with a visible ``…[truncated by sftrace: N bytes in
             full]`` marker. Default: ``$SFTRACE_MAX_PAYLOAD_BYTES``, else 65536; 0 means
             no cap. Bundles always keep values whole.
+        redaction: the rules that keep secrets out of every span, bundle and export,
+            applied as values are captured (see ``sftrace.Redactor``). Default: the
+            built-in rules; ``Redactor(builtins=False)`` switches redaction off.
 
     The export timeout comes from ``$OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` /
     ``$OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds, default 10); it also bounds how long the
@@ -138,6 +143,7 @@ def configure(
     """
     global _state
     with _lock:
+        set_redactor(redaction)
         sdk_disabled = _sdk_disabled()
         provider = _choose_provider(tracer_provider, service_name)
         settings: OtlpSettings | None = None
@@ -281,3 +287,4 @@ def reset() -> None:
         if _state is not None:
             _deactivate(_state)
         _state = None
+        set_redactor(None)

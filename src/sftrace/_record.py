@@ -22,6 +22,7 @@ from ._format import BUNDLE_SUFFIX
 from ._internal import internal_error, log_once
 from ._llm import ManualLLMCall
 from ._otlp_json import trace_id_hex
+from ._redaction import KnownSecrets, current_redactor
 from ._run import ActiveRun, current_run, enter_run, exit_run, mark_run_end
 from ._serialize import Serializer, dumps
 
@@ -102,19 +103,33 @@ class RecordingSession:
     def set_output(self, value: Any) -> None:
         """Record the run's final output (what a replay is compared against)."""
         run = self._require_run("set_output")
-        run.output_json = dumps(value, serializer=self._serializer, what="run output")
+        output_json, found = run.redactor.redact_json(
+            dumps(value, serializer=self._serializer, what="run output"), known=run.known_secrets
+        )
+        run.note_redactions(0, [redaction.record("run.output") for redaction in found])
+        run.output_json = output_json
         run.has_output = True
 
     def record_state_change(self, *, key: str, before: Any, after: Any) -> None:
         """Record that a piece of agent state changed (a span event on the run)."""
         run = self._require_run("record_state_change")
+        redactor, known = run.redactor, run.known_secrets
+        key_text, key_found = redactor.redact_text(str(key), known=known)
+        before_json, before_found = redactor.redact_json(
+            dumps(before, serializer=self._serializer, what="state before"), known=known
+        )
+        after_json, after_found = redactor.redact_json(
+            dumps(after, serializer=self._serializer, what="state after"), known=known
+        )
+        run.note_redactions(
+            0,
+            [r.record("state.key", key=key_text) for r in key_found]
+            + [r.record("state.before", key=key_text) for r in before_found]
+            + [r.record("state.after", key=key_text) for r in after_found],
+        )
         run.span.add_event(
             A.EVENT_STATE_CHANGE,
-            {
-                A.EVENT_KEY: str(key),
-                A.EVENT_BEFORE: dumps(before, serializer=self._serializer, what="state before"),
-                A.EVENT_AFTER: dumps(after, serializer=self._serializer, what="state after"),
-            },
+            {A.EVENT_KEY: key_text, A.EVENT_BEFORE: before_json, A.EVENT_AFTER: after_json},
         )
 
     def llm_call(self, *, model: str, input: Any, provider: str = "unknown") -> ManualLLMCall:
@@ -179,6 +194,15 @@ class RecordingSession:
         state = self._state = get_state()
         self._run_id = run_id = new_run_id()
         self._planned_path = self._choose_path(state, run_id)
+        redactor, known = current_redactor(), KnownSecrets()
+        redactions: list[dict[str, Any]] = []
+        run_input_json = metadata_json = None
+        if self._run_input_json is not None:
+            run_input_json, found = redactor.redact_json(self._run_input_json, known=known)
+            redactions.extend(redaction.record("run.input") for redaction in found)
+        if self._metadata_json is not None:
+            metadata_json, found = redactor.redact_json(self._metadata_json, known=known)
+            redactions.extend(redaction.record("run.metadata") for redaction in found)
         attributes: dict[str, Any] = {
             A.KIND: A.KIND_RUN,
             A.SEQ: 0,
@@ -186,10 +210,10 @@ class RecordingSession:
             A.GEN_AI_OPERATION_NAME: A.OPERATION_INVOKE_AGENT,
             A.GEN_AI_AGENT_NAME: self.agent_name,
         }
-        if self._run_input_json is not None:
-            attributes[A.RUN_INPUT] = self._run_input_json
-        if self._metadata_json is not None:
-            attributes[A.METADATA] = self._metadata_json
+        if run_input_json is not None:
+            attributes[A.RUN_INPUT] = run_input_json
+        if metadata_json is not None:
+            attributes[A.METADATA] = metadata_json
         span = state.tracer.start_span(
             f"{A.OPERATION_INVOKE_AGENT} {self.agent_name}",
             context=Context(),  # every run is a trace of its own
@@ -199,8 +223,14 @@ class RecordingSession:
             set_status_on_exception=False,
         )
         self._run = ActiveRun(
-            tracer=state.tracer, agent_name=self.agent_name, run_id=run_id, span=span
+            tracer=state.tracer,
+            agent_name=self.agent_name,
+            run_id=run_id,
+            span=span,
+            redactor=redactor,
+            known_secrets=known,
         )
+        self._run.note_redactions(0, redactions)
         return span
 
     def _choose_path(self, state: State, run_id: str) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import traceback
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,8 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from . import _attributes as A
 from ._format import STATUS_COMPLETED, STATUS_FAILED
+from ._redaction import KnownSecrets, Redactor, current_redactor
+from ._serialize import canonical
 
 if TYPE_CHECKING:
     from ._replay_controller import ReplayController
@@ -35,6 +38,8 @@ class ActiveRun:
         run_id: str,
         span: Span,
         replay: ReplayController | None = None,
+        redactor: Redactor | None = None,
+        known_secrets: KnownSecrets | None = None,
     ) -> None:
         self.tracer = tracer
         self.agent_name = agent_name
@@ -50,6 +55,20 @@ class ActiveRun:
         self._failures: dict[int, tuple[BaseException, int]] = {}
         self._failures_lock = threading.Lock()
         self.next_seq = itertools.count(1).__next__
+        # One redactor for the whole run; every redaction of the run, for its span.
+        self.redactor = redactor if redactor is not None else current_redactor()
+        self.known_secrets = known_secrets if known_secrets is not None else KnownSecrets()
+        self.redactions: list[dict[str, Any]] = []
+
+    def note_redactions(self, seq: int, records: list[dict[str, Any]]) -> None:
+        """Remember where values of call ``seq`` (0: the run itself) were redacted."""
+        if records:
+            with self._failures_lock:
+                self.redactions.extend({"seq": seq, **record} for record in records)
+
+    def sorted_redactions(self) -> list[dict[str, Any]]:
+        with self._failures_lock:
+            return sorted(self.redactions, key=lambda r: (r["seq"], r["field"], r["path"]))
 
     def parent_context(self) -> Context | None:
         """None when the current span belongs to this run; else the run span's context.
@@ -123,12 +142,41 @@ def safe_str(exc: BaseException) -> str:
         return f"<{type(exc).__qualname__}: str() failed>"
 
 
+def record_failure(
+    span: Span, exc: BaseException, redactor: Redactor, known: KnownSecrets | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """Add the ``exception`` event for ``exc`` to ``span``, message and stack trace redacted.
+
+    Returns the redacted message and where it and the stack trace were redacted. (The
+    SDK's ``record_exception`` would store both as they are.)
+    """
+    message, found = redactor.redact_text(safe_str(exc), known=known)
+    records = [redaction.record("error.message") for redaction in found]
+    try:
+        stacktrace = "".join(traceback.format_exception(exc))
+    except Exception:  # a broken __str__ or __repr__ somewhere in the chain
+        stacktrace = f"{type(exc).__qualname__}: {message}"
+    stacktrace, found = redactor.redact_text(stacktrace, known=known)
+    records.extend(redaction.record("error.stacktrace") for redaction in found)
+    span.add_event(
+        A.EVENT_EXCEPTION,
+        {
+            A.EXCEPTION_TYPE: exception_type_name(exc)[0],
+            A.EXCEPTION_MESSAGE: message,
+            A.EXCEPTION_STACKTRACE: stacktrace,
+            A.EXCEPTION_ESCAPED: "True",
+        },
+    )
+    return message, records
+
+
 def mark_run_end(run: ActiveRun, exc: BaseException | None) -> None:
-    """Put the run's status, failure and output on its span (before it ends)."""
+    """Put the run's status, failure, output and redactions on its span (before it ends)."""
     span = run.span
     if exc is not None:
         error_type, _ = exception_type_name(exc)
-        message = safe_str(exc)
+        message, records = record_failure(span, exc, run.redactor, run.known_secrets)
+        run.note_redactions(0, records)
         attributes: dict[str, Any] = {
             A.STATUS: STATUS_FAILED,
             A.ERROR_TYPE: error_type,
@@ -139,8 +187,10 @@ def mark_run_end(run: ActiveRun, exc: BaseException | None) -> None:
             attributes[A.ERROR_STEP] = step
         span.set_attributes(attributes)
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}"))
-        span.record_exception(exc, escaped=True)
     else:
         span.set_attribute(A.STATUS, STATUS_COMPLETED)
     if run.has_output and run.output_json is not None:
         span.set_attribute(A.RUN_OUTPUT, run.output_json)
+    redactions = run.sorted_redactions()
+    if redactions:
+        span.set_attribute(A.REDACTIONS, canonical(redactions))

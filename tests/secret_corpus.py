@@ -1,0 +1,115 @@
+"""Realistic fake secrets, one per built-in rule, generated from a fixed seed.
+
+Each ``Secret`` has the ``text`` to plant and a ``fingerprint``: a distinctive part of
+the secret that must not appear anywhere after redaction (catching partial leaks too).
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import string
+from dataclasses import dataclass
+
+_rng = random.Random(20261129)
+_ALNUM = string.ascii_letters + string.digits
+
+
+def _chars(n: int, alphabet: str = _ALNUM) -> str:
+    return "".join(_rng.choice(alphabet) for _ in range(n))
+
+
+def _mixed(n: int, alphabet: str = _ALNUM) -> str:
+    """n characters with at least one upper case letter, lower case letter and digit."""
+    while True:
+        text = _chars(n, alphabet)
+        if (
+            any(c.isupper() for c in text)
+            and any(c.islower() for c in text)
+            and any(c.isdigit() for c in text)
+        ):
+            return text
+
+
+@dataclass(frozen=True)
+class Secret:
+    rule: str
+    text: str
+    fingerprint: str
+
+
+def _secret(rule: str, text: str, fingerprint: str | None = None) -> Secret:
+    return Secret(rule, text, fingerprint or text[-16:])
+
+
+def _jwt() -> str:
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    header = part(b'{"alg":"HS256","typ":"JWT"}')
+    payload = part(f'{{"sub":"{_chars(10)}","exp":1900000000}}'.encode())
+    return f"{header}.{payload}.{_chars(43, _ALNUM + '-_')}"
+
+
+def _pem() -> str:
+    body = "\n".join(_chars(64, _ALNUM + "+/") for _ in range(6))
+    return f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----"
+
+
+OPENAI = _secret("openai_api_key", "sk-proj-" + _chars(48, _ALNUM + "-_") + "T3Bl" + _chars(20))
+OPENAI_LEGACY = _secret("openai_api_key", "sk-" + _chars(48))
+ANTHROPIC = _secret("anthropic_api_key", "sk-ant-api03-" + _chars(86, _ALNUM + "-_") + "AA")
+GITHUB_PAT = _secret("github_token", "ghp_" + _chars(36))
+GITHUB_FINE = _secret("github_token", "github_pat_11" + _chars(20) + "_" + _chars(59))
+GITHUB_APP = _secret("github_token", "ghs_" + _chars(36))
+AWS_ID = _secret("aws_access_key_id", "AKIA" + _chars(16, string.ascii_uppercase + string.digits))
+AWS_TEMP_ID = _secret(
+    "aws_access_key_id", "ASIA" + _chars(16, string.ascii_uppercase + string.digits)
+)
+AWS_SECRET = _secret("aws_secret_access_key", _mixed(40, _ALNUM + "/+"))
+SLACK = _secret(
+    "slack_token", f"xoxb-{_chars(12, string.digits)}-{_chars(13, string.digits)}-{_chars(24)}"
+)
+GOOGLE = _secret("google_api_key", "AIza" + _chars(35, _ALNUM + "-_"))
+STRIPE = _secret("stripe_key", "sk_live_" + _chars(24))
+STRIPE_RESTRICTED = _secret("stripe_key", "rk_live_" + _chars(24))
+JWT = _secret("jwt", _jwt())
+_pem_text = _pem()
+PEM = _secret("private_key", _pem_text, _pem_text.split("\n")[3][:24])
+_bearer_token = _mixed(32, _ALNUM + "._-")
+BEARER = _secret("bearer_token", f"Bearer {_bearer_token}", _bearer_token)
+_db_password = _mixed(18)
+URL = _secret(
+    "url_credentials", f"postgres://admin:{_db_password}@db.internal:5432/app", _db_password
+)
+
+# Secrets recognisable by their shape, wherever they appear.
+SHAPED: tuple[Secret, ...] = (
+    OPENAI,
+    OPENAI_LEGACY,
+    ANTHROPIC,
+    GITHUB_PAT,
+    GITHUB_FINE,
+    GITHUB_APP,
+    AWS_ID,
+    AWS_TEMP_ID,
+    AWS_SECRET,
+    SLACK,
+    GOOGLE,
+    STRIPE,
+    STRIPE_RESTRICTED,
+    JWT,
+    PEM,
+    BEARER,
+    URL,
+)
+
+# Secrets that are plain words: only their key (or "name=value" context) gives them away.
+PASSWORD = "correct-horse-battery-" + _chars(6)
+SESSION_COOKIE = "sid=" + _chars(24)
+PLAIN: tuple[str, ...] = (PASSWORD, SESSION_COOKIE)
+
+
+def fingerprints() -> list[str]:
+    """Every fragment that must never appear in a bundle or an export."""
+    return [secret.fingerprint for secret in SHAPED] + list(PLAIN)
