@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -426,3 +428,17 @@ def test_bad_arguments_are_config_errors(
     target = arguments.pop("client", None) or client(api, instrumented=False)
     with pytest.raises(ConfigError, match=message):
         instrument(target, **arguments)
+
+
+@pytest.mark.slow
+def test_openai_agent_example_records_and_replays_offline(tmp_path: Path) -> None:
+    """examples/openai_agent/main.py records its tool-calling run and replays it offline."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "openai_agent" / "main.py"
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "requests sent: 0; tools run: 0" in result.stdout
+    bundle = load_bundle(tmp_path / ".sftrace" / "openai_agent" / "support.sftrace")
+    assert [call.kind for call in bundle.calls] == ["llm", "tool", "llm", "tool", "llm", "llm"]
+    assert bundle.calls[-1].output["complete"] is True
