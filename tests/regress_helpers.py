@@ -70,3 +70,82 @@ def record_steps(
         if fail is None:
             raise
     return path
+
+
+# --- a tiny refund agent written as a module, for suites, the plugin and export ----------
+
+AGENT_SOURCE = '''\
+"""A tiny refund agent: the buggy version refunds late orders, the fixed one denies them."""
+
+from sftrace import trace_tool
+
+CALLS = []
+
+
+@trace_tool
+def lookup(order_id):
+    CALLS.append("lookup")
+    return {"order_id": order_id, "days": 45}
+
+
+@trace_tool
+def refund(order_id):
+    CALLS.append("refund")
+    return {"refunded": order_id}
+
+
+def buggy(request):
+    order = lookup(request["order_id"])
+    refund(order["order_id"])
+    return {"decision": "refunded", "order_id": order["order_id"]}
+
+
+def fixed(request):
+    order = lookup(request["order_id"])
+    if order["days"] > 30:
+        return {"decision": "denied", "order_id": order["order_id"]}
+    refund(order["order_id"])
+    return {"decision": "refunded", "order_id": order["order_id"]}
+
+
+async def afixed(request):
+    return fixed(request)
+
+
+def explode(request):
+    raise RuntimeError("the agent crashed")
+
+
+def wrong_order(request):
+    lookup("B-2")
+    return {"decision": "denied", "order_id": "B-2"}
+'''
+
+REQUEST = {"order_id": "A-1"}
+DENIED = {"decision": "denied", "order_id": "A-1"}
+
+_counter = iter(range(1_000_000))
+
+
+def write_agent(directory: Path) -> str:
+    """Write the agent module into ``directory`` under a fresh name; return the name."""
+    name = f"refund_agent_{next(_counter)}_{id(directory) % 100_000}"
+    (directory / f"{name}.py").write_text(AGENT_SOURCE)
+    return name
+
+
+def record_agent(directory: Path, module: str, bundle: Path) -> Path:
+    """Record the agent's buggy run (imported from ``directory``) into ``bundle``."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(directory))
+    try:
+        agent = importlib.import_module(module)
+    finally:
+        sys.path.remove(str(directory))
+    with sftrace.record(
+        "refund-agent", output=bundle, overwrite=True, run_input=REQUEST
+    ) as session:
+        session.set_output(agent.buggy(REQUEST))
+    return bundle

@@ -4,6 +4,7 @@
 
     SftraceError
     ├── ConfigError (also ValueError)          bad configuration or argument
+    │   └── SuiteError                          a regression suite file is invalid
     ├── TraceSerializationError (also TypeError)  a value could not become JSON
     ├── BundleError                             a bundle is missing, malformed or unsupported
     └── ReplayError                             anything that goes wrong while replaying
@@ -27,6 +28,16 @@ class SftraceError(Exception):
 
 class ConfigError(SftraceError, ValueError):
     """A configuration value or argument is invalid."""
+
+
+class SuiteError(ConfigError):
+    """A regression suite file is invalid. ``path`` names the file, ``case`` the case
+    (None for a problem of the suite as a whole)."""
+
+    def __init__(self, message: str, *, path: str, case: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.case = case
 
 
 class TraceSerializationError(SftraceError, TypeError):

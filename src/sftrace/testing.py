@@ -113,6 +113,7 @@ def _calls(result: ReplayResult | Bundle) -> list[Call]:
 
 
 def _fail(result: ReplayResult | Bundle, message: str) -> AssertionError:
+    __tracebackhide__ = True
     divergence = getattr(result, "divergence", None)
     if divergence is not None:
         first = str(divergence).strip().splitlines()[0]
@@ -122,6 +123,7 @@ def _fail(result: ReplayResult | Bundle, message: str) -> AssertionError:
 
 def assert_called(result: ReplayResult | Bundle, name: str) -> None:
     """``name`` was called at least once."""
+    __tracebackhide__ = True
     message = _expect.check_called(_calls(result), name)
     if message:
         raise _fail(result, message)
@@ -129,6 +131,7 @@ def assert_called(result: ReplayResult | Bundle, name: str) -> None:
 
 def assert_not_called(result: ReplayResult | Bundle, name: str) -> None:
     """``name`` was never called."""
+    __tracebackhide__ = True
     found = _expect.check_not_called(_calls(result), name)
     if found:
         raise _fail(result, found[0])
@@ -136,6 +139,7 @@ def assert_not_called(result: ReplayResult | Bundle, name: str) -> None:
 
 def assert_call_count(result: ReplayResult | Bundle, name: str, count: int) -> None:
     """``name`` was called exactly ``count`` times."""
+    __tracebackhide__ = True
     message = _expect.check_count(_calls(result), name, count)
     if message:
         raise _fail(result, message)
@@ -145,6 +149,7 @@ def assert_arguments(
     result: ReplayResult | Bundle, name: str, arguments: Mapping[str, Any], *, call: int = 1
 ) -> None:
     """The ``call``-th (1-based) call of ``name`` had these arguments (others unchecked)."""
+    __tracebackhide__ = True
     found = _expect.check_arguments(_calls(result), name, arguments, call)
     if found:
         raise _fail(result, found[0])
@@ -155,11 +160,13 @@ def assert_called_with(
 ) -> None:
     """Keyword form of :func:`assert_arguments`: ``assert_called_with(r, "refund", amount=10)``
     checks the first call of ``refund``; ``call=2`` the second."""
+    __tracebackhide__ = True
     assert_arguments(result, name, arguments, call=call)
 
 
 def assert_order(result: ReplayResult | Bundle, *names: str) -> None:
     """Each name was called, and their first calls happened in this order."""
+    __tracebackhide__ = True
     message = _expect.check_order(_calls(result), names)
     if message:
         raise _fail(result, message)
@@ -170,6 +177,7 @@ def assert_sequence(
 ) -> None:
     """The calls made were exactly ``names`` (``strict``), or included them in this
     order with other calls allowed between (``strict=False``)."""
+    __tracebackhide__ = True
     if isinstance(names, str):
         raise TypeError(f"names must be a list of call names, got the string {names!r}")
     message = _expect.check_sequence(
@@ -183,6 +191,7 @@ def assert_max_calls(
     result: ReplayResult | Bundle, maximum: int, *, name: str | None = None
 ) -> None:
     """At most ``maximum`` calls were made (of ``name``, when given)."""
+    __tracebackhide__ = True
     message = _expect.check_max_calls(_calls(result), maximum, name)
     if message:
         raise _fail(result, message)
@@ -190,6 +199,7 @@ def assert_max_calls(
 
 def assert_status(result: ReplayResult | Bundle, status: str) -> None:
     """The run ended ``"completed"`` or ``"failed"``."""
+    __tracebackhide__ = True
     from ._compare import as_run
 
     run = as_run(result, "replayed")
@@ -200,12 +210,14 @@ def assert_status(result: ReplayResult | Bundle, status: str) -> None:
 
 def assert_no_divergence(result: ReplayResult) -> None:
     """The replay answered every call from the recording (it never diverged)."""
+    __tracebackhide__ = True
     divergence = getattr(result, "divergence", None)
     if divergence is not None:
         raise AssertionError(f"the replay diverged from the recording:\n{divergence}")
 
 
 def _raise_unless_passed(report: Report, result: ReplayResult | Bundle) -> None:
+    __tracebackhide__ = True
     if not report.passed:
         raise AssertionError(report.format(include_info=False))
 
@@ -219,6 +231,7 @@ def assert_output(
 ) -> None:
     """The run's output equals ``expected`` after normalisation, except under
     ``ignore_paths``; changed free text is a warning unless ``policy`` says otherwise."""
+    __tracebackhide__ = True
     policy = (policy or ComparisonPolicy()).extend(
         ComparisonPolicy(ignore_paths=tuple(ignore_paths))
     )
@@ -240,6 +253,7 @@ def assert_expectations(
     ``not_called=[...]``...). The run must end ``"completed"`` unless ``status`` says
     otherwise; how it differs from the recording is in the report as ``info``.
     """
+    __tracebackhide__ = True
     if expectations is None:
         expectations = Expectations.from_mapping(fields, source="assert_expectations")
     elif fields:
@@ -254,6 +268,7 @@ def assert_same_as_recorded(
 ) -> Report:
     """The replay behaved as the recorded run did (``sftrace.compare``); return the
     report, or raise ``AssertionError`` listing the error findings."""
+    __tracebackhide__ = True
     report = compare(result.bundle, result, policy)
     _raise_unless_passed(report, result)
     return report

@@ -1,0 +1,236 @@
+"""Regression suites: loading and validation, running cases, JUnit XML and discovery."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from regress_helpers import DENIED, record_agent, write_agent
+from sftrace import SuiteError, load_suite
+from sftrace._suite import discover_suites, junit_xml, summary_line
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, str]:
+    """A directory with the agent module, its recorded buggy run and an expected output."""
+    module = write_agent(tmp_path)
+    (tmp_path / "bundles").mkdir()
+    record_agent(tmp_path, module, tmp_path / "bundles" / "late.sftrace")
+    (tmp_path / "denied.json").write_text(json.dumps(DENIED))
+    return tmp_path, module
+
+
+def _suite(directory: Path, text: str, name: str = "refunds.sftrace-suite.toml") -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path
+
+
+def _valid(module: str, function: str = "fixed") -> str:
+    return f"""
+name = "refunds"
+entrypoint = "{module}:{function}"
+
+[policy]
+ignore_paths = ["generated_at"]
+
+[[cases]]
+name = "late refund is denied"
+bundle = "bundles/late.sftrace"
+expected_output = "denied.json"
+
+[cases.expect]
+not_called = ["refund"]
+
+[cases.policy]
+severity_overrides = {{ OUTPUT_TEXT_CHANGED = "error" }}
+
+[[cases]]
+name = "behaves as recorded"
+bundle = "bundles/late.sftrace"
+"""
+
+
+def test_a_valid_suite_loads_with_merged_policies_and_expectations(
+    project: tuple[Path, str],
+) -> None:
+    """Cases get the suite entrypoint, a policy extending the suite's, and expectations
+    from the expected output file and the inline table."""
+    directory, module = project
+    suite = load_suite(_suite(directory, _valid(module)))
+    assert suite.name == "refunds"
+    first, second = suite.cases
+    assert first.entrypoint == f"{module}:fixed"
+    assert first.policy.ignore_paths == ("generated_at",)
+    assert first.policy.severity_overrides == {"OUTPUT_TEXT_CHANGED": "error"}
+    assert first.expectations is not None
+    assert first.expectations.output == DENIED
+    assert first.expectations.not_called == ("refund",)
+    assert second.expectations is None
+    assert first.id == "refunds::late refund is denied"
+
+
+def test_cases_pass_fail_and_error(project: tuple[Path, str]) -> None:
+    """Fixed agent: both cases pass (the pinned one fails: behaviour changed); buggy:
+    the expectation case fails; an unimportable entrypoint is an error."""
+    directory, module = project
+    suite = load_suite(_suite(directory, _valid(module)))
+    fixed = {r.case.name: r.outcome for r in suite.run()}
+    assert fixed == {"late refund is denied": "passed", "behaves as recorded": "failed"}
+    buggy = {r.case.name: r.outcome for r in suite.run(entrypoint=f"{module}:buggy")}
+    assert buggy == {"late refund is denied": "failed", "behaves as recorded": "passed"}
+    (error, _) = suite.run(entrypoint="no_such_module_xyz:run")
+    assert error.outcome == "error"
+    assert "no_such_module_xyz" in (error.error or "")
+
+
+def test_a_failed_case_reports_the_findings(project: tuple[Path, str]) -> None:
+    """The failure text lists the error findings of the case."""
+    directory, module = project
+    suite = load_suite(_suite(directory, _valid(module, "buggy")))
+    result = suite.cases[0].run()
+    assert result.outcome == "failed"
+    text = result.failure_text()
+    assert "EXPECTATION_FAILED: expected 'refund' not to be called" in text
+    assert '$.decision: expected "denied", replayed "refunded"' in text
+
+
+def test_an_agent_that_crashes_is_a_failed_case_not_an_error(project: tuple[Path, str]) -> None:
+    """The agent raising is a behaviour (a regression), not a case that could not run."""
+    directory, module = project
+    suite = load_suite(_suite(directory, _valid(module, "explode")))
+    result = suite.cases[0].run()
+    assert result.outcome == "failed"
+    assert "RuntimeError: the agent crashed" in result.failure_text()
+
+
+LATE = 'bundle = "bundles/late.sftrace"'
+BROKEN = [
+    pytest.param("cases = 3", None, "no cases", id="no-cases"),
+    pytest.param('nme = "x"\n[[cases]]\nname = "a"', None, "did you mean 'name'", id="suite-key"),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"', "a", "no entrypoint", id="entry"
+    ),
+    pytest.param('entrypoint = "nocolon"\n[[cases]]\nname = "a"', None, "module:function", id="ep"),
+    pytest.param('[[cases]]\nbundle = "b"', None, "cases[1] needs a non-empty 'name'", id="name"),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundel = "b"', "a", "did you mean 'bundle'", id="case-key"
+    ),
+    pytest.param('[[cases]]\nname = "a"', "a", "missing 'bundle'", id="no-bundle"),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "nope.sftrace"', "a", "bundle not found", id="bundle"
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\nexpected_output = "x.json"',
+        "a",
+        "expected_output: expected output file",
+        id="output-file",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\n[cases.expect]\ncaled = ["x"]',
+        "a",
+        "did you mean 'called'",
+        id="expect-key",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\nexpected_output = "denied.json"'
+        "\n[cases.expect]\noutput = 1",
+        "a",
+        "set it in one place",
+        id="output-twice",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\n[cases.policy]\n'
+        'severity_overrides = { NOPE = "error" }',
+        "a",
+        "unknown finding code 'NOPE'",
+        id="policy-code",
+    ),
+    pytest.param(
+        '[policy]\nignore_paths = ["a..b"]\n[[cases]]\nname = "a"',
+        None,
+        "invalid ignore path",
+        id="policy-path",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\nmatch = "fuzzy"',
+        "a",
+        "invalid match='fuzzy'",
+        id="match",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\n'
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"',
+        "a",
+        "duplicate case name",
+        id="duplicate",
+    ),
+    pytest.param("entrypoint = ", None, "invalid TOML", id="toml"),
+]
+
+
+@pytest.mark.parametrize(("body", "case", "message"), BROKEN)
+def test_a_broken_suite_is_one_error_naming_the_file_and_case(
+    project: tuple[Path, str], body: str, case: str | None, message: str
+) -> None:
+    """Every problem raises one SuiteError whose message names the file and the case."""
+    directory, module = project
+    if "entrypoint" not in body.split("[[cases]]")[0] and "no entrypoint" not in message:
+        body = f'entrypoint = "{module}:fixed"\n{body}'
+    path = _suite(directory, body)
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    error = caught.value
+    assert message in str(error)
+    assert str(error).startswith(str(path))
+    assert error.path == str(path)
+    assert error.case == case
+    if case is not None:
+        assert f"case {case!r}" in str(error)
+
+
+def test_junit_xml_has_a_testcase_per_case_with_failures(project: tuple[Path, str]) -> None:
+    """The JUnit document counts tests and failures and carries the failure text."""
+    directory, module = project
+    results = load_suite(_suite(directory, _valid(module, "buggy"))).run()
+    results += load_suite(_suite(directory, _valid("no_such_mod_q"), "b.sftrace-suite.toml")).run()
+    path = directory / "junit.xml"
+    junit_xml(results).write(path, encoding="utf-8", xml_declaration=True)
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("4", "1", "2")
+    first = root.find("testsuite")
+    assert first is not None
+    assert first.get("name") == "refunds"
+    failed = first.find("testcase[@name='late refund is denied']/failure")
+    assert failed is not None
+    assert "EXPECTATION_FAILED" in (failed.text or "")
+    assert len(root.findall(".//testcase/error")) == 2
+    assert summary_line(results) == "1 passed, 1 failed, 2 errors"
+
+
+def test_summary_line_form() -> None:
+    """The summary line is exactly 'N passed, N failed' when nothing errored."""
+    assert summary_line([]) == "0 passed, 0 failed"
+
+
+def test_discovery_finds_only_suite_files(tmp_path: Path) -> None:
+    """Directories are searched for *.sftrace-suite.toml only, skipping hidden dirs and
+    virtual environments; explicit files are taken as given."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.sftrace-suite.toml").write_text("")
+    (tmp_path / "a" / "pyproject.toml").write_text("")
+    (tmp_path / "a" / ".sftrace-suite.toml").write_text("")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "h.sftrace-suite.toml").write_text("")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "pyvenv.cfg").write_text("")
+    (tmp_path / "env" / "v.sftrace-suite.toml").write_text("")
+    explicit = tmp_path / "other.toml"
+    assert discover_suites([tmp_path, explicit]) == [
+        tmp_path / "a" / "x.sftrace-suite.toml",
+        explicit,
+    ]
