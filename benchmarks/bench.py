@@ -43,6 +43,7 @@ import workload  # noqa: E402
 
 import sftrace  # noqa: E402
 from sftrace import llm_request, load_bundle, record, replay, trace_tool  # noqa: E402
+from sftrace._otlp_json import encode_span  # noqa: E402
 
 # --- the contenders -----------------------------------------------------------------
 
@@ -88,6 +89,72 @@ def bare_tool(tracer: Tracer) -> Callable[..., Any]:
     return wrapper
 
 
+def bare_tool_with_sftrace_attributes(tracer: Tracer) -> Callable[..., Any]:
+    """A floor: the bare span carrying every attribute sftrace puts on a tool span.
+
+    With ``JournalExporter`` behind it, also written to disk as each span ends: what any
+    durable span recorder must at least do, without sftrace's own machinery.
+    """
+    func = workload.search_flights
+    static = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "search_flights",
+        "gen_ai.tool.type": "function",
+        "sftrace.kind": "tool",
+        "sftrace.replay_policy": "frozen",
+    }
+    seqs = iter(range(1, 1 << 62))
+
+    def wrapper(destination: str, date: str, passengers: int = 1, cabin: str = "economy") -> Any:
+        arguments = {
+            "destination": destination,
+            "date": date,
+            "passengers": passengers,
+            "cabin": cabin,
+        }
+        input_json = _dumps(arguments)
+        attributes = {
+            **static,
+            "sftrace.seq": next(seqs),
+            "sftrace.input": input_json,
+            "gen_ai.tool.call.arguments": input_json,
+        }
+        with tracer.start_as_current_span(
+            "execute_tool search_flights", attributes=attributes
+        ) as span:
+            result = func(destination, date, passengers, cabin)
+            output_json = _dumps(result)
+            span.set_attribute("sftrace.output", output_json)
+            span.set_attribute("gen_ai.tool.call.result", output_json)
+            return result
+
+    return wrapper
+
+
+class JournalExporter(SpanExporter):
+    """Writes each span as one OTLP/JSON line to an unbuffered file as it ends.
+
+    The simplest durable exporter (it borrows sftrace's span-to-OTLP/JSON mapping): the
+    floor for a recorder that keeps every span on disk the moment it ends.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "wb", buffering=0)  # noqa: SIM115
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            self._file.write(orjson.dumps(encode_span(span)) + b"\n")
+        return SpanExportResult.SUCCESS
+
+    def truncate(self) -> None:
+        self._file.seek(0)
+        self._file.truncate()
+
+    def shutdown(self) -> None:
+        self._file.close()
+
+
 def bare_llm(tracer: Tracer, request: dict[str, Any]) -> Any:
     with tracer.start_as_current_span(
         "chat gpt-4o-mini", attributes={"input": _dumps(request)}
@@ -109,12 +176,30 @@ def traced_llm(request: dict[str, Any]) -> Any:
 # --- timing -------------------------------------------------------------------------
 
 
-def timed(action: Callable[[], Any]) -> int:
-    """Nanoseconds ``action`` takes (collecting garbage first, leaving the GC on)."""
+@dataclass(frozen=True)
+class Timing:
+    """Nanoseconds of wall-clock time and of CPU time (all the process's threads)."""
+
+    wall: float
+    cpu: float
+
+    def __truediv__(self, count: float) -> Timing:
+        return Timing(self.wall / count, self.cpu / count)
+
+
+def timed(action: Callable[[], Any]) -> Timing:
+    """How long ``action`` takes (collecting garbage first, leaving the GC on).
+
+    Wall-clock time is what the agent sees and what the targets are judged on. CPU time
+    is reported beside it: on a machine shared with other work it is far steadier, so
+    it shows whether a change in wall-clock time is real.
+    """
     gc.collect()
+    cpu = time.process_time_ns()
     start = time.perf_counter_ns()
     action()
-    return time.perf_counter_ns() - start
+    wall = time.perf_counter_ns() - start
+    return Timing(wall, time.process_time_ns() - cpu)
 
 
 def call_tool(func: Callable[..., Any], arguments: list[tuple[str, str, int]]) -> None:
@@ -124,15 +209,20 @@ def call_tool(func: Callable[..., Any], arguments: list[tuple[str, str, int]]) -
 
 @dataclass
 class Samples:
-    """Per-call nanoseconds of each case, one sample per round."""
+    """Per-call nanoseconds of each case, one sample per round (wall and CPU)."""
 
     values: dict[str, list[float]] = field(default_factory=dict)
+    cpu_values: dict[str, list[float]] = field(default_factory=dict)
 
-    def add(self, name: str, value: float) -> None:
-        self.values.setdefault(name, []).append(value)
+    def add(self, name: str, timing: Timing) -> None:
+        self.values.setdefault(name, []).append(timing.wall)
+        self.cpu_values.setdefault(name, []).append(timing.cpu)
 
     def median(self, name: str) -> float:
         return statistics.median(self.values[name])
+
+    def cpu(self, name: str) -> float:
+        return statistics.median(self.cpu_values[name])
 
 
 class Bench:
@@ -142,6 +232,12 @@ class Bench:
         self.workdir = workdir
         self.tracer = bare_tracer()
         self.bare_search = bare_tool(self.tracer)
+        self.attributes_search = bare_tool_with_sftrace_attributes(self.tracer)
+        journal_provider = TracerProvider()
+        self.journal = JournalExporter(workdir / "journal-floor.jsonl")
+        journal_provider.add_span_processor(SimpleSpanProcessor(self.journal))
+        self.journal_tracer = journal_provider.get_tracer("bench-journal")
+        self.journal_search = bare_tool_with_sftrace_attributes(self.journal_tracer)
         self.provider = TracerProvider()
         sftrace.configure(tracer_provider=self.provider, bundle_dir=workdir / "traces")
         self.tool_args = {n: workload.tool_arguments(n) for n in lengths}
@@ -197,7 +293,18 @@ class Bench:
                 for request in requests:
                     bare_llm(tracer, request)
 
+        def attributes_run() -> None:
+            with tracer.start_as_current_span("invoke_agent bench"):
+                call_tool(self.attributes_search, args)
+
+        def journal_run() -> None:
+            with self.journal_tracer.start_as_current_span("invoke_agent bench"):
+                call_tool(self.journal_search, args)
+
         s.add(f"bare@{n}", timed(bare_run) / n)
+        s.add(f"bare_attributes@{n}", timed(attributes_run) / n)
+        s.add(f"bare_journal@{n}", timed(journal_run) / n)
+        self.journal.truncate()
         s.add(f"bare_llm@{n}", timed(bare_llm_run) / n)
 
         path = self._path("tool")
@@ -361,6 +468,7 @@ class Row:
     name: str
     value: str
     ratio: str = ""
+    cpu: str = ""
     target: str = ""
     ok: bool | None = None
 
@@ -382,98 +490,136 @@ def build_report(
     rows: list[Row] = []
     checks: dict[str, dict[str, Any]] = {}
 
-    def check(key: str, value: float, limit: float, *, lower_is_better: bool = True) -> bool:
-        ok = value <= limit if lower_is_better else value >= limit
+    def check(key: str, value: float, limit: float, *, at_least: bool = False) -> bool:
+        ok = value >= limit if at_least else value <= limit
         checks[key] = {"value": value, "limit": limit, "ok": ok}
         return ok
 
+    def compared(
+        name: str, key: str, base: str, base_label: str, target: float | None, check_key: str
+    ) -> Row:
+        """A row of ``key`` per call against ``base``: wall time (judged) and CPU time."""
+        wall, cpu = s.median(key), s.cpu(key)
+        ratio = wall / s.median(base)
+        return Row(
+            name,
+            us(wall),
+            f"{ratio:.2f}x {base_label}",
+            f"{us(cpu)} = {cpu / s.cpu(base):.2f}x",
+            f"<= {target}x" if target is not None else "",
+            check(check_key, ratio, target) if target is not None else None,
+        )
+
+    def flat(name: str, key: str, check_key: str) -> Row:
+        ratio = s.median(f"{key}@{last}") / s.median(f"{key}@{first}")
+        cpu = s.cpu(f"{key}@{last}") / s.cpu(f"{key}@{first}")
+        return Row(
+            f"   {name} flat: {last:,} vs {first:,} calls",
+            "",
+            f"{ratio:.2f}x",
+            f"{cpu:.2f}x",
+            "<= 1.2x",
+            check(check_key, ratio, 1.2),
+        )
+
     floor, passthrough = s.median("floor"), s.median("passthrough")
-    rows.append(Row("1. undecorated tool function (floor)", us(floor)))
-    rows.append(Row(f"2. bare OTel span, per call @ {last}", us(s.median(f"bare@{last}"))))
+    rows.append(Row("1. undecorated tool function (floor)", us(floor), "", us(s.cpu("floor"))))
+    bare_last = s.median(f"bare@{last}")
+    rows.append(
+        Row(
+            f"2. bare OTel span (baseline), per call @ {last:,}",
+            us(bare_last),
+            "",
+            us(s.cpu(f"bare@{last}")),
+        )
+    )
+    rows.append(
+        compared(
+            "   2b. + the 10 attributes sftrace sets",
+            f"bare_attributes@{last}",
+            f"bare@{last}",
+            "bare",
+            None,
+            "floor_attributes",
+        )
+    )
+    rows.append(
+        compared(
+            "   2c. + each span written to disk as it ends",
+            f"bare_journal@{last}",
+            f"bare@{last}",
+            "bare",
+            None,
+            "floor_journal",
+        )
+    )
     over = passthrough - floor
     rows.append(
         Row(
             "3. @trace_tool outside record() (passthrough)",
             us(passthrough),
             f"+{over:.0f} ns over floor",
+            f"+{s.cpu('passthrough') - s.cpu('floor'):.0f} ns",
             "<= +500 ns",
             check("passthrough_overhead_ns", over, 500),
         )
     )
     for n in lengths:
-        bare = s.median(f"bare@{n}")
-        value = s.median(f"record@{n}")
         rows.append(
-            Row(
-                f"4. @trace_tool in record(), per call @ {n}",
-                us(value),
-                f"{value / bare:.2f}x bare ({us(bare)})",
-                "<= 1.3x",
-                check(f"record_vs_bare@{n}", value / bare, 1.3),
+            compared(
+                f"4. @trace_tool in record(), per call @ {n:,}",
+                f"record@{n}",
+                f"bare@{n}",
+                "bare",
+                1.3,
+                f"record_vs_bare@{n}",
             )
         )
-    flat = s.median(f"record@{last}") / s.median(f"record@{first}")
-    rows.append(
-        Row(
-            f"   recording flat: {last} vs {first}",
-            "",
-            f"{flat:.2f}x",
-            "<= 1.2x",
-            check("record_flat", flat, 1.2),
-        )
-    )
     for n in lengths:
-        bare = s.median(f"bare_llm@{n}")
-        value = s.median(f"record_llm@{n}")
         rows.append(
-            Row(
-                f"5. llm_request in record(), per call @ {n}",
-                us(value),
-                f"{value / bare:.2f}x bare ({us(bare)})",
-                "<= 1.3x",
-                check(f"record_llm_vs_bare@{n}", value / bare, 1.3),
+            compared(
+                f"   ... against 2c (durable floor) @ {n:,}",
+                f"record@{n}",
+                f"bare_journal@{n}",
+                "2c",
+                None,
+                f"record_vs_journal@{n}",
             )
         )
-    flat = s.median(f"record_llm@{last}") / s.median(f"record_llm@{first}")
-    rows.append(
-        Row(
-            f"   llm recording flat: {last} vs {first}",
-            "",
-            f"{flat:.2f}x",
-            "<= 1.2x",
-            check("record_llm_flat", flat, 1.2),
+    rows.append(flat("recording", "record", "record_flat"))
+    for n in lengths:
+        rows.append(
+            compared(
+                f"5. llm_request in record(), per call @ {n:,}",
+                f"record_llm@{n}",
+                f"bare_llm@{n}",
+                "bare",
+                1.3,
+                f"record_llm_vs_bare@{n}",
+            )
         )
-    )
+    rows.append(flat("llm recording", "record_llm", "record_llm_flat"))
     for match in ("strict", "unordered"):
         for n in lengths:
-            bare = s.median(f"bare@{n}")
-            value = s.median(f"replay_{match}@{n}")
             rows.append(
-                Row(
-                    f"6. frozen replay ({match}), per call @ {n}",
-                    us(value),
-                    f"{value / bare:.2f}x bare",
-                    "<= 1.3x",
-                    check(f"replay_{match}_vs_bare@{n}", value / bare, 1.3),
+                compared(
+                    f"6. frozen replay ({match}), per call @ {n:,}",
+                    f"replay_{match}@{n}",
+                    f"bare@{n}",
+                    "bare",
+                    1.3,
+                    f"replay_{match}_vs_bare@{n}",
                 )
             )
-        flat = s.median(f"replay_{match}@{last}") / s.median(f"replay_{match}@{first}")
-        rows.append(
-            Row(
-                f"   replay ({match}) flat: {last} vs {first}",
-                "",
-                f"{flat:.2f}x",
-                "<= 1.2x",
-                check(f"replay_{match}_flat", flat, 1.2),
-            )
-        )
+        rows.append(flat(f"replay ({match})", f"replay_{match}", f"replay_{match}_flat"))
     for n in lengths:
         value = s.median(f"load@{n}")
         rows.append(
             Row(
-                f"7. load_bundle, per span @ {n} calls",
+                f"7. load_bundle, per span @ {n:,} calls",
                 us(value),
                 "",
+                us(s.cpu(f"load@{n}")),
                 "<= 3 µs" if n == last else "",
                 check("load_per_span", value, 3000) if n == last else None,
             )
@@ -481,9 +627,10 @@ def build_report(
     size = bench.sizes[last]
     rows.append(
         Row(
-            f"   bundle size per call @ {last}",
+            f"   bundle size per call @ {last:,}",
             f"{size['bytes_per_call']:.0f} B",
             f"{size['size_ratio']:.2f}x raw JSON",
+            "",
             "<= 1.5x",
             check("size_ratio", size["size_ratio"], 1.5),
         )
@@ -492,16 +639,16 @@ def build_report(
         if "error" in otlp:
             rows.append(Row("8. OTLP export to a local collector", "not run", otlp["error"]))
         else:
-            for row in otlp["rows"]:
-                rows.append(Row(**row))
+            rows.extend(Row(**row) for row in otlp["rows"])
             checks.update(otlp["checks"])
     if memory is not None:
         grown = memory["sftrace"]["growth_mb"]
         rows.append(
             Row(
-                f"9. peak memory growth, {memory['sftrace']['calls']}-call recording",
+                f"9. peak memory growth, {memory['sftrace']['calls']:,}-call recording",
                 f"{grown:.1f} MB",
                 f"bare spans: {memory['bare']['growth_mb']:.1f} MB",
+                "",
                 "<= 64 MB",
                 check("memory_growth_mb", grown, 64),
             )
@@ -514,19 +661,19 @@ def build_report(
             for what, ours in (("record", "record"), ("replay", "replay_strict")):
                 for n in bench.stepfork_lengths:
                     theirs = medians[f"{what}@{n}"]
-                    mine = s.median(f"{ours}@{n}")
                     rows.append(
                         Row(
-                            f"   stepfork {stepfork['stepfork']} {what}, per call @ {n}",
+                            f"   stepfork {stepfork['stepfork']} {what}, per call @ {n:,}",
                             us(theirs),
-                            f"sftrace is {theirs / mine:.1f}x faster",
+                            f"{theirs / s.median(f'{ours}@{n}'):.1f}x sftrace",
                         )
                     )
             n = bench.stepfork_lengths[-1]
             rows.append(
                 Row(
-                    f"   stepfork load, per call @ {n}",
+                    f"   stepfork {stepfork['stepfork']} load, per call @ {n:,}",
                     us(medians[f"load_per_call@{n}"]),
+                    f"{medians[f'load_per_call@{n}'] / s.median(f'load@{n}'):.1f}x sftrace",
                 )
             )
     return {
@@ -535,7 +682,9 @@ def build_report(
         "rounds": args.repeats,
         "lengths": lengths,
         "medians_ns": {name: s.median(name) for name in s.values},
+        "cpu_medians_ns": {name: s.cpu(name) for name in s.cpu_values},
         "samples_ns": s.values,
+        "cpu_samples_ns": s.cpu_values,
         "sizes": {str(n): v for n, v in bench.sizes.items()},
         "memory": memory,
         "otlp": otlp,
@@ -545,20 +694,37 @@ def build_report(
     }
 
 
-def print_table(report: dict[str, Any]) -> None:
+COLUMNS = (
+    ("name", "", "<"),
+    ("value", "wall/call", ">"),
+    ("ratio", "wall ratio", "<"),
+    ("cpu", "CPU/call = ratio", "<"),
+    ("target", "target", "<"),
+)
+
+
+def table_lines(report: dict[str, Any]) -> list[str]:
     rows = report["table"]
-    widths = [max(len(str(r[k])) for r in rows) for k in ("name", "value", "ratio", "target")]
+    widths = [max(len(title), *(len(str(r[key])) for r in rows)) for key, title, _ in COLUMNS]
+    lines = [
+        "  ".join(
+            f"{title:{align}{w}}" for (_, title, align), w in zip(COLUMNS, widths, strict=True)
+        )
+    ]
+    for r in rows:
+        mark = "" if r["ok"] is None else ("ok" if r["ok"] else "MISSED")
+        cells = [f"{r[key]:{align}{w}}" for (key, _, align), w in zip(COLUMNS, widths, strict=True)]
+        lines.append("  ".join(cells) + f"  {mark}")
+    return lines
+
+
+def print_table(report: dict[str, Any]) -> None:
     m = report["machine"]
     print(
         f"\nsftrace {m['sftrace']} ({m['sftrace_commit']}) on {m['cpus']} x {m['cpu_model']}, "
         f"Python {m['python']}; medians of {report['rounds']} rounds\n"
     )
-    for r in rows:
-        mark = "" if r["ok"] is None else ("ok" if r["ok"] else "MISSED")
-        print(
-            f"{r['name']:<{widths[0]}}  {r['value']:>{widths[1]}}  {r['ratio']:<{widths[2]}}  "
-            f"{r['target']:<{widths[3]}}  {mark}"
-        )
+    print("\n".join(table_lines(report)))
 
 
 def main(argv: list[str] | None = None) -> int:

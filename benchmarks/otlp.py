@@ -34,7 +34,7 @@ import sftrace
 from sftrace import _config
 
 if TYPE_CHECKING:
-    from bench import Bench
+    from bench import Bench, Timing
 
 HERE = Path(__file__).resolve().parent
 WAIT_S = 60.0
@@ -147,8 +147,8 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
         return {"error": "rotel is not installed: .venv/bin/pip install rotel"}
     n = bench.lengths[-1]
     arguments = bench.tool_args[n]
-    off: list[float] = []
-    on: list[float] = []
+    off: list[Timing] = []
+    on: list[Timing] = []
     delivered: list[float] = []
     expected = 0
     received = 0
@@ -190,13 +190,17 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
     dropped = expected - received + burst_expected - burst_received
     import statistics
 
-    off_ns, on_ns = statistics.median(off), statistics.median(on)
+    off_ns = statistics.median(t.wall for t in off)
+    on_ns = statistics.median(t.wall for t in on)
+    off_cpu = statistics.median(t.cpu for t in off)
+    on_cpu = statistics.median(t.cpu for t in on)
     ratio = on_ns / off_ns
     rows = [
         {
-            "name": f"8. recording with OTLP on, per call @ {n}",
+            "name": f"8. recording with OTLP on, per call @ {n:,}",
             "value": us(on_ns),
             "ratio": f"{ratio:.2f}x OTLP off ({us(off_ns)})",
+            "cpu": f"{us(on_cpu)} = {on_cpu / off_cpu:.2f}x",
             "target": "<= 1.15x",
             "ok": ratio <= 1.15,
         },
@@ -216,8 +220,10 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
     return {
         "per_call_on_ns": on_ns,
         "per_call_off_ns": off_ns,
-        "samples_on_ns": on,
-        "samples_off_ns": off,
+        "samples_on_ns": [t.wall for t in on],
+        "samples_off_ns": [t.wall for t in off],
+        "cpu_samples_on_ns": [t.cpu for t in on],
+        "cpu_samples_off_ns": [t.cpu for t in off],
         "delivered_per_s_during_recording": delivered,
         "pipeline_spans_per_s": capacity,
         "spans_expected": expected + burst_expected,
