@@ -149,3 +149,14 @@ def record_agent(directory: Path, module: str, bundle: Path) -> Path:
     ) as session:
         session.set_output(agent.buggy(REQUEST))
     return bundle
+
+
+def invoke(*args: str | Path) -> Any:
+    """Run the sftrace CLI in-process; return click's ``Result``."""
+    from click.testing import CliRunner
+
+    from sftrace._cli import cli
+    from sftrace._cli_regress import register
+
+    register(cli)
+    return CliRunner().invoke(cli, [str(arg) for arg in args])

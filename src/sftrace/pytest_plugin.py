@@ -53,7 +53,8 @@ class Replayer:
         if isinstance(bundle, str | os.PathLike):
             path = Path(bundle)
             if not path.is_absolute() and not path.exists() and (self.base / path).exists():
-                return self.base / path
+                path = self.base / path
+            return path.resolve() if path.exists() else path
         return bundle
 
     def __call__(

@@ -1,0 +1,175 @@
+"""``sftrace export --pytest``: the generated module, and the round trip that matters:
+the exported test fails against the buggy agent and passes against the fixed one."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from regress_helpers import DENIED, invoke, record_agent, record_steps, tool, write_agent
+from sftrace._export import literal
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _only_this_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner sessions load sftrace's plugin alone, not whatever else is installed."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def _run(pytester: pytest.Pytester) -> pytest.RunResult:
+    return pytester.runpytest("-p", "sftrace.pytest_plugin", "-p", "no:cacheprovider")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> tuple[Path, str]:
+    """The agent, its recorded buggy run, the corrected output and a trajectory document."""
+    module = write_agent(pytester.path)
+    (pytester.path / "bundles").mkdir()
+    bundle = record_agent(pytester.path, module, pytester.path / "bundles" / "late.sftrace")
+    (pytester.path / "denied.json").write_text(json.dumps(DENIED))
+    (pytester.path / "trajectory.toml").write_text('called = ["lookup"]\nnot_called = ["refund"]\n')
+    return bundle, module
+
+
+def _export(bundle: Path, entrypoint: str, *options: str) -> Any:
+    return invoke(
+        "export",
+        bundle,
+        "--pytest",
+        "--entrypoint",
+        entrypoint,
+        "--expect-output",
+        "denied.json",
+        "--expect-trajectory",
+        "trajectory.toml",
+        "-o",
+        "tests/test_late_refund.py",
+        *options,
+    )
+
+
+def test_exported_test_fails_on_the_buggy_agent_and_passes_on_the_fixed_one(
+    pytester: pytest.Pytester, project: tuple[Path, str]
+) -> None:
+    """Record a buggy run, export a test with the corrected output: it fails against the
+    buggy entrypoint and passes against the fixed one."""
+    bundle, module = project
+    exported = _export(bundle, f"{module}:buggy")
+    assert exported.exit_code == 0, exported.output
+    assert exported.stdout.strip() == "wrote tests/test_late_refund.py"
+    failing = _run(pytester)
+    failing.assert_outcomes(failed=1)
+    failing.stdout.fnmatch_lines(
+        [
+            "*AssertionError: FAIL: 2 errors*",
+            '*$.decision: expected "denied", replayed "refunded"',
+            "*EXPECTATION_FAILED: expected 'refund' not to be called*",
+        ]
+    )
+    assert _export(bundle, f"{module}:fixed", "--overwrite").exit_code == 0
+    _run(pytester).assert_outcomes(passed=1)
+
+
+def test_the_exported_module_is_short_and_readable(
+    pytester: pytest.Pytester, project: tuple[Path, str]
+) -> None:
+    """The module states the bundle, entrypoint and expectations; it uses the plugin's
+    API, not a copy of the engine."""
+    bundle, module = project
+    assert _export(bundle, f"{module}:fixed").exit_code == 0
+    text = (pytester.path / "tests" / "test_late_refund.py").read_text()
+    ast.parse(text)
+    assert len(text.splitlines()) < 35
+    assert 'BUNDLE = Path(__file__).parent / "../bundles/late.sftrace"' in text
+    assert f'ENTRYPOINT = "{module}:fixed"' in text
+    assert 'EXPECTED_OUTPUT = {"decision": "denied", "order_id": "A-1"}' in text
+    assert "def test_late_refund(sftrace_replay):" in text
+    assert "        output=EXPECTED_OUTPUT,\n" in text
+    assert '        not_called=["refund"],\n' in text
+    assert "import sftrace._" not in text
+
+
+def test_without_expectations_a_recorded_failure_must_now_complete(tmp_path: Path) -> None:
+    """No expectation given: for a failed recording the test asserts the run completes;
+    for a completed one, that it behaves as recorded."""
+    failed = record_steps(tmp_path / "failed.sftrace", [tool("t", 1)], fail="boom")
+    result = invoke("export", failed, "--pytest", "-e", "agent:run")
+    assert result.exit_code == 0, result.output
+    assert "tip: pass --expect-output" in result.stderr
+    text = (tmp_path / "test_failed.py").read_text()
+    assert 'status="completed",' in text
+    assert "failed with RuntimeError: boom" in text
+    completed = record_steps(tmp_path / "ok.sftrace", [tool("t", 1)], output={"a": 1})
+    assert invoke("export", completed, "--pytest", "-e", "agent:run").exit_code == 0
+    assert "assert_same_as_recorded(result)" in (tmp_path / "test_ok.py").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--entrypoint", "agent"], "must be 'module:function'", id="entrypoint"),
+        pytest.param(["-e", "a:b", "-o", "exists.py"], "already exists", id="overwrite"),
+        pytest.param(["-e", "a:b", "-o", "notes.txt"], "must be a .py file", id="suffix"),
+        pytest.param(["-e", "a:b", "--expect-output", "nope.json"], "not found", id="output"),
+        pytest.param(
+            ["-e", "a:b", "--expect-output", "o.json", "--expect-trajectory", "t.json"],
+            "already sets 'output'",
+            id="output-twice",
+        ),
+    ],
+)
+def test_export_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+    """Bad input: one line on stderr, exit 2, nothing written."""
+    bundle = record_steps(tmp_path / "run.sftrace", [tool("t", 1)], output=1)
+    (tmp_path / "exists.py").write_text("# mine\n")
+    (tmp_path / "o.json").write_text("1")
+    (tmp_path / "t.json").write_text('{"output": 2}')
+    result = invoke("export", bundle, "--pytest", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert (tmp_path / "exists.py").read_text() == "# mine\n"
+    assert not (tmp_path / "test_run.py").exists()
+
+
+def test_export_needs_a_format(tmp_path: Path) -> None:
+    """Without --pytest the command says what to choose and exits 2."""
+    bundle = record_steps(tmp_path / "run.sftrace", [tool("t", 1)], output=1)
+    result = invoke("export", bundle, "-e", "a:b")
+    assert result.exit_code == 2
+    assert "--pytest" in result.output
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=30,
+)
+
+
+@given(JSON)
+def test_literals_evaluate_back_to_the_value(value: Any) -> None:
+    """Any JSON value written as a Python literal evaluates back to itself."""
+    assert ast.literal_eval(literal(value, 0)) == value
+
+
+def test_long_literals_are_one_item_a_line() -> None:
+    """A value too long for one line is split, one item a line with trailing commas."""
+    text = literal({"reply": "x" * 90, "items": [1, 2]}, 0)
+    assert text.splitlines() == [
+        "{",
+        '    "reply": "' + "x" * 90 + '",',
+        '    "items": [1, 2],',
+        "}",
+    ]
