@@ -54,6 +54,13 @@ if _typing.TYPE_CHECKING:
     )
     from ._expectations import ArgumentsExpectation, Expectations, load_expectations
     from ._exporter import BundleSpanExporter
+    from ._interchange import (
+        ImportedRun,
+        ImportResult,
+        PushResult,
+        import_otlp_files,
+        push_bundles,
+    )
     from ._llm import LLMCallHandle, allm_request, llm_request
     from ._policy import MatchMode, ReplayMode, ReplayPolicy
     from ._record import RecordingSession, record
@@ -100,6 +107,11 @@ _LAZY: dict[str, str] = {
     "Expectations": "_expectations",
     "load_expectations": "_expectations",
     "BundleSpanExporter": "_exporter",
+    "ImportResult": "_interchange",
+    "ImportedRun": "_interchange",
+    "PushResult": "_interchange",
+    "import_otlp_files": "_interchange",
+    "push_bundles": "_interchange",
     "LLMCallHandle": "_llm",
     "allm_request": "_llm",
     "llm_request": "_llm",
@@ -137,11 +149,14 @@ __all__ = [
     "Expectations",
     "Finding",
     "FindingCode",
+    "ImportResult",
+    "ImportedRun",
     "IncompleteReplayError",
     "LLMCallHandle",
     "Manifest",
     "MatchMode",
     "MatchedCall",
+    "PushResult",
     "RecordedDependencyError",
     "RecordingSession",
     "Redaction",
@@ -170,10 +185,12 @@ __all__ = [
     "compare",
     "configure",
     "diff",
+    "import_otlp_files",
     "llm_request",
     "load_bundle",
     "load_expectations",
     "load_suite",
+    "push_bundles",
     "record",
     "replay",
     "replay_run",
