@@ -64,7 +64,7 @@ def sync_agent(llm: Any, how: str) -> Any:
         return llm.messages.create(**REQUEST)
     if how == "create-stream":
         stream = llm.messages.create(**REQUEST, stream=True)
-        assert isinstance(stream, anthropic.Stream)
+        assert issubclass(type(stream), anthropic.Stream)  # isinstance is off in old SDKs
         with stream:
             return list(stream)
     with llm.messages.stream(**REQUEST) as stream:
@@ -77,7 +77,7 @@ async def async_agent(llm: Any, how: str) -> Any:
         return await llm.messages.create(**REQUEST)
     if how == "create-stream":
         stream = await llm.messages.create(**REQUEST, stream=True)
-        assert isinstance(stream, anthropic.AsyncStream)
+        assert issubclass(type(stream), anthropic.AsyncStream)
         async with stream:
             return [event async for event in stream]
     async with llm.messages.stream(**REQUEST) as stream:
@@ -221,19 +221,22 @@ def test_instrument_all_and_instrument_record_each_call_once(
     api: fake.FakeAPI, spans: InMemorySpanExporter
 ) -> None:
     """Global and per-client instrumentation combine without double spans, and undo cleanly."""
-    original = Messages.create
-    for _ in range(3):
-        api.reply_json(fake.message("ok"))
+    originals = (Messages.create, Messages.stream)
+    api.reply_json(fake.message("ok"))
+    api.reply_json(fake.message("ok"))
+    api.reply_stream(fake.message_events(PIECES), named=True, done=False)
+    api.reply_json(fake.message("ok"))
     instrument_all()
     with record("agent"):
         client(api, instrumented=False).messages.create(**REQUEST)
         instrument(instrument(client(api))).messages.create(**REQUEST)
+        assert sync_agent(client(api, instrumented=False), "stream-helper")[0] == PIECES
     uninstrument_all()
-    assert Messages.create is original
+    assert (Messages.create, Messages.stream) == originals
     with record("agent"):
         client(api, instrumented=False).messages.create(**REQUEST)
     kinds = [(s.attributes or {}).get("sftrace.kind") for s in spans.get_finished_spans()]
-    assert kinds.count("llm") == 2
+    assert kinds.count("llm") == 3
 
 
 def test_not_a_client_is_a_config_error() -> None:

@@ -158,7 +158,7 @@ def test_model_calls_replay_equal_messages_without_calling_the_model(
         assert replayed.tool_calls == reply().tool_calls
         assert replayed.usage_metadata == reply().usage_metadata
     else:
-        assert len(replayed) > 1
+        assert all(isinstance(chunk, AIMessageChunk) for chunk in replayed)
         merged = sum(replayed[1:], replayed[0])
         assert merged.tool_calls == reply().tool_calls
         assert merged.usage_metadata == reply().usage_metadata

@@ -321,7 +321,7 @@ def call_sync(
                 response = body(kwargs)
             finally:
                 inside_call.reset(token)
-            if streamed and isinstance(response, endpoint.sdk.stream):
+            if streamed and issubclass(type(response), endpoint.sdk.stream):
                 wrapped = endpoint.sdk.recording_stream(
                     response, _recorder(call, endpoint, response)
                 )
@@ -366,7 +366,7 @@ async def call_async(
                 response = await body(kwargs)
             finally:
                 inside_call.reset(token)
-            if streamed and isinstance(response, endpoint.sdk.async_stream):
+            if streamed and issubclass(type(response), endpoint.sdk.async_stream):
                 wrapped = endpoint.sdk.async_recording_stream(
                     response, _recorder(call, endpoint, response)
                 )
