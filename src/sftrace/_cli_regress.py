@@ -184,15 +184,18 @@ def test_command(
 def _run_suites(
     suites: list[Suite], entrypoint: str | None, as_json: bool, stderr: Console
 ) -> list[CaseResult]:
-    stdout = Console(highlight=False, soft_wrap=True)
+    # The bar shares the console of the case lines (rich draws lines above a live bar
+    # only on its own console); with --json stdout is the document, so both go to stderr.
+    console = stderr if as_json else Console(highlight=False, soft_wrap=True)
     total = sum(len(suite.cases) for suite in suites)
     results: list[CaseResult] = []
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        console=stderr,
+        console=console,
         transient=True,
+        disable=not console.is_terminal,
     ) as progress:
         task = progress.add_task("running cases", total=total)
         for suite in suites:
@@ -201,7 +204,7 @@ def _run_suites(
                 result = case.run(entrypoint=entrypoint)
                 results.append(result)
                 if not as_json:
-                    _print_result(stdout, result)
+                    _print_result(progress.console, result)
                 progress.advance(task)
     return results
 

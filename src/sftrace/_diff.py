@@ -2,11 +2,11 @@
 patterns, and the alignment of two call sequences by content.
 
 Alignment is a longest-common-subsequence match (Myers' O(ND) greedy algorithm) after
-trimming the common prefix and suffix, so one inserted call shows as one added call and
-not as every later call changed. Its cost is bounded: time O((N+M)·D) and memory
-O(N+M+D²) for D differences, with D capped at :data:`MAX_EDIT_DISTANCE`; beyond the cap
-the remaining region is aligned greedily (linear time) and the alignment is flagged
-approximate.
+trimming the common prefix and suffix and setting aside items found on one side only, so
+one inserted call shows as one added call and not as every later call changed. Its cost
+is bounded: time O((N+M)·D) and memory O(N+M+D²) for D differences, with D capped at
+:data:`MAX_EDIT_DISTANCE` (lower for very long runs); beyond the cap the region is
+aligned greedily in O((N+M) log M) and the alignment is flagged approximate.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from ._serialize import canonical
 Segment = str | int
 DiffKind = Literal["structure", "value", "text"]
 
-# Above this many differences in one region, the alignment falls back to a greedy match.
+# Above this many differences, the alignment falls back to a greedy match; the cap is
+# lowered for long runs so that (N+M)·D stays under the work budget.
 MAX_EDIT_DISTANCE: Final = 1000
+_WORK_BUDGET: Final = 5_000_000
 # At most this many path differences are listed for one compared value.
 MAX_PATHS: Final = 50
 
@@ -327,11 +329,21 @@ def align(
         end_a -= 1
         end_b -= 1
     pairs = [(i, i) for i in range(start)]
-    middle = _myers(a[start:end_a], b[start:end_b], max_edit_distance)
+    # Items found on one side only can never match: align the rest (same LCS, fewer
+    # differences to walk), then map the indexes back.
+    left_mid, right_mid = a[start:end_a], b[start:end_b]
+    in_left, in_right = set(left_mid), set(right_mid)
+    keep_left = [i for i, item in enumerate(left_mid) if item in in_right]
+    keep_right = [j for j, item in enumerate(right_mid) if item in in_left]
+    kept_a = [left_mid[i] for i in keep_left]
+    kept_b = [right_mid[j] for j in keep_right]
+    # Bound the work, O((N+M)·D), as well as D itself.
+    cap = min(max_edit_distance, max(64, _WORK_BUDGET // max(1, len(kept_a) + len(kept_b))))
+    middle = _myers(kept_a, kept_b, cap)
     approximate = middle is None
     if middle is None:
-        middle = _greedy(a[start:end_a], b[start:end_b])
-    pairs.extend((i + start, j + start) for i, j in middle)
+        middle = _greedy(kept_a, kept_b)
+    pairs.extend((keep_left[i] + start, keep_right[j] + start) for i, j in middle)
     pairs.extend((end_a + k, end_b + k) for k in range(n - end_a))
     return Alignment(pairs, approximate)
 
