@@ -344,8 +344,23 @@ class Bench:
         source = self.workdir / f"replay-source-{n}.sftrace"
         loaded: list[sftrace.Bundle] = []
         elapsed = timed(lambda: loaded.append(load_bundle(source)))
-        s.add(f"load@{n}", elapsed / len(loaded[0].spans))
+        spans = len(loaded[0].spans)
+        s.add(f"load@{n}", elapsed / spans)
         loaded.clear()
+        s.add(f"load_floor@{n}", timed(lambda: parse_and_check(source / "spans.jsonl")) / spans)
+
+
+def parse_and_check(path: Path) -> int:
+    """The floor of a loader that checks what the format requires: read the file, parse
+    every line, and parse every input and output (they must be JSON text)."""
+    count = 0
+    for line in path.read_bytes().splitlines():
+        span = orjson.loads(line)
+        for item in span["attributes"]:
+            if item["key"] in ("sftrace.input", "sftrace.output"):
+                orjson.loads(item["value"]["stringValue"])
+        count += 1
+    return count
 
 
 def bundle_size(path: Path, bundle: sftrace.Bundle) -> dict[str, float]:
@@ -624,6 +639,16 @@ def build_report(
                 check("load_per_span", value, 3000) if n == last else None,
             )
         )
+    rows.append(
+        compared(
+            "   7b. floor: read, parse each line, parse inputs/outputs",
+            f"load_floor@{last}",
+            f"load@{last}",
+            "load_bundle",
+            None,
+            "load_floor",
+        )
+    )
     size = bench.sizes[last]
     rows.append(
         Row(

@@ -181,9 +181,10 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
                 delivered.append((n + 1) / ((time.perf_counter_ns() - start) / 1e9))
                 if received < expected:
                     break
-            capacity, burst_expected, burst_received = _pipeline_capacity(
+            capacity, burst_expected, burst_received, spans = _pipeline_capacity(
                 bench, processor, sink, received
             )
+            encoding = _encoding_costs(processor, spans)
         finally:
             processor.active = False
             sftrace.configure(tracer_provider=bench.provider, bundle_dir=bench.workdir / "traces")
@@ -216,6 +217,7 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
             "target": ">= 20,000/s, 0 dropped",
             "ok": capacity >= 20_000 and dropped == 0,
         },
+        *encoding,
     ]
     return {
         "per_call_on_ns": on_ns,
@@ -240,7 +242,7 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
 
 def _pipeline_capacity(
     bench: Bench, processor: Any, sink: Sink, already: int
-) -> tuple[float, int, int]:
+) -> tuple[float, int, int, list[Any]]:
     """Spans/s through the export pipeline alone: replay spans fed in queue-sized bursts."""
     from bench import call_tool, traced_search
 
@@ -267,4 +269,47 @@ def _pipeline_capacity(
         total += len(batch)
         if received < expected:
             break
-    return total / (elapsed / 1e9), expected - already, received - already
+    return total / (elapsed / 1e9), expected - already, received - already, spans
+
+
+def _encoding_costs(processor: Any, spans: list[Any]) -> list[dict[str, Any]]:
+    """What the export pipeline spends per span before the network, measured alone.
+
+    sftrace's preparation of the OTLP copy, the official OTLP/protobuf encoder the
+    exporter uses (in the exporter's batches of 512), and for comparison the same spans
+    as OTLP/JSON through sftrace's own bundle-line mapping.
+    """
+    import orjson
+    from bench import timed, us
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from sftrace._otlp_json import encode_span
+
+    preparer = getattr(getattr(processor, "exporter", None), "preparer", None)
+    if preparer is None:
+        return []
+    count = len(spans)
+    prepare = timed(lambda: [preparer.prepare(span) for span in spans]) / count
+    prepared = [preparer.prepare(span) for span in spans]
+    batches = [prepared[k : k + 512] for k in range(0, count, 512)]
+    protobuf = timed(lambda: [encode_spans(b).SerializePartialToString() for b in batches]) / count
+    as_json = timed(lambda: [orjson.dumps([encode_span(s) for s in b]) for b in batches]) / count
+    return [
+        {
+            "name": "   8b. preparing the OTLP copy of a span (sftrace)",
+            "value": us(prepare.wall),
+            "cpu": us(prepare.cpu),
+        },
+        {
+            "name": "   8c. official OTLP/protobuf encoding, per span",
+            "value": us(protobuf.wall),
+            "ratio": "the floor of export as configured",
+            "cpu": us(protobuf.cpu),
+        },
+        {
+            "name": "   8d. same spans as OTLP/JSON (sftrace's mapping)",
+            "value": us(as_json.wall),
+            "ratio": f"{protobuf.cpu / as_json.cpu:.1f}x less CPU than 8c",
+            "cpu": us(as_json.cpu),
+        },
+    ]
