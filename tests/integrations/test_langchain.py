@@ -283,6 +283,35 @@ def test_wrapped_tools_replay_without_running(tmp_path: Path, is_async: bool) ->
     ]
 
 
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_calls_inside_a_wrapped_tool_are_recorded_once_each(tmp_path: Path, is_async: bool) -> None:
+    """A tool calling another wrapped tool records both (nested), each exactly once."""
+    LOOKUPS.clear()
+    inner_tool = wrap_tool(lookup)
+
+    @tool
+    def triage(order_id: str) -> str:
+        """Triage an order."""
+        return "escalate: " + str(inner_tool.invoke({"order_id": order_id}))
+
+    outer_tool = wrap_tool(triage)
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        if is_async:
+            result = asyncio.run(outer_tool.ainvoke({"order_id": "9"}))
+        else:
+            result = outer_tool.invoke({"order_id": "9"})
+    assert result == "escalate: order 9 is late"
+    calls = load_bundle(path).calls
+    assert [call.label for call in calls] == ["tool triage", "tool lookup"]
+    assert calls[1].parent_span_id == calls[0].span_id
+    with replay(path) as session:
+        replayed = outer_tool.invoke({"order_id": "9"})
+    assert replayed == result
+    assert LOOKUPS == ["9"]
+    session.verify_complete()
+
+
 def test_wrap_tool_returns_a_copy_and_is_idempotent() -> None:
     """The original tool is untouched; wrapping a wrapped tool returns it."""
     wrapped = wrap_tool(lookup)

@@ -53,6 +53,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -78,7 +79,6 @@ from ._common import (
     Options,
     StreamRecorder,
     arecord_items,
-    inside_call,
     record_items,
     recorded_chunks,
     request_json,
@@ -446,6 +446,11 @@ def wrap_chat_model(
 
 # --- tools ----------------------------------------------------------------------------------
 
+# The wrapped tool whose body is running: its async path may call its own sync _run (in an
+# executor that copies the context), which must not be recorded a second time. Other tools
+# and SDK calls made by the tool's code are recorded, as children of its span.
+_running_tool: ContextVar[int | None] = ContextVar("sftrace_running_tool", default=None)
+
 # Keyword arguments LangChain passes to a tool's _run besides the model's arguments.
 _PLUMBING = frozenset({"run_manager", "callbacks", "config"})
 
@@ -514,20 +519,21 @@ def wrap_tool(
     restore = _tool_restorer(copy)
     what = f"tool {tool.name!r} input"
     run_sync, run_async = copy._run, copy._arun
+    key = id(copy)
 
     @functools.wraps(run_sync)
     def traced_run(*args: Any, **kwargs: Any) -> Any:
         run = current_run()
-        if run is None or inside_call.get():
+        if run is None or _running_tool.get() == key:
             return run_sync(*args, **kwargs)
         input_json = request_json(_tool_input(visible, args, kwargs), _NO_OPTIONS, what=what)
 
         def body() -> Any:
-            token = inside_call.set(True)
+            token = _running_tool.set(key)
             try:
                 return run_sync(*args, **kwargs)
             finally:
-                inside_call.reset(token)
+                _running_tool.reset(token)
 
         try:
             return call_sync(run, spec, input_json, body, restore)
@@ -538,16 +544,16 @@ def wrap_tool(
     @functools.wraps(run_async)
     async def traced_arun(*args: Any, **kwargs: Any) -> Any:
         run = current_run()
-        if run is None or inside_call.get():
+        if run is None or _running_tool.get() == key:
             return await run_async(*args, **kwargs)
         input_json = request_json(_tool_input(visible, args, kwargs), _NO_OPTIONS, what=what)
 
         async def body() -> Any:
-            token = inside_call.set(True)
+            token = _running_tool.set(key)
             try:
                 return await run_async(*args, **kwargs)
             finally:
-                inside_call.reset(token)
+                _running_tool.reset(token)
 
         try:
             return await call_async(run, spec, input_json, body, restore)
