@@ -323,3 +323,50 @@ def test_comparing_something_else_is_a_config_error() -> None:
     """Only bundles, bundle paths and replay results can be compared."""
     with pytest.raises(sftrace.ConfigError, match="cannot compare int"):
         sftrace.diff(3, 4)  # type: ignore[arg-type]
+
+
+def _chat(call_id: str, created: int, tokens: int, city: str = "Lisbon") -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{call_id}",
+        "created": created,
+        "model": "gpt-4o",
+        "system_fingerprint": f"fp_{call_id}",
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": f"call_{call_id}",
+                            "function": {"name": "weather", "arguments": city},
+                        }
+                    ],
+                }
+            }
+        ],
+        "usage": {"prompt_tokens": tokens, "completion_tokens": 9},
+    }
+
+
+def _conversation(call_id: str) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "tool_calls": [{"id": f"call_{call_id}", "type": "function"}]},
+            {"role": "tool", "tool_call_id": f"call_{call_id}", "content": "21C"},
+        ]
+    }
+
+
+def test_llm_response_ids_timestamps_and_usage_are_not_compared(tmp_path: Path) -> None:
+    """Two runs of the same behaviour differ in provider ids, timestamps and usage: no
+    finding; a change in what the model said still is one."""
+    first = [llm("gpt-4o", _chat("a1", 100, 50), **_conversation("a1"))]
+    again = [llm("gpt-4o", _chat("b2", 200, 51), **_conversation("b2"))]
+    assert _diff(tmp_path, again, baseline=first).findings == ()
+    other = [llm("gpt-4o", _chat("b2", 200, 51, city="Porto"), **_conversation("b2"))]
+    (finding,) = _diff(tmp_path, other, baseline=first).findings
+    assert finding.code is FindingCode.CALL_OUTPUT_CHANGED
+    assert [d.path for d in finding.differences] == [
+        "$.choices[0].message.tool_calls[0].function.arguments"
+    ]

@@ -1,7 +1,8 @@
 """Behavioural comparison of two runs: ``diff``, ``compare``, findings, policies, reports.
 
 A run is a recorded bundle or a :class:`ReplayResult`. Calls are aligned by content (see
-``_diff``); ids, timestamps, durations, tokens and cost are never compared. Every
+``_diff``); span ids, timestamps, durations, tokens and cost are never compared, nor the
+per-run metadata of LLM responses (response and tool-call ids, timestamps, usage). Every
 difference becomes a :class:`Finding` with a stable code and a severity; a
 :class:`ComparisonPolicy` changes severities and names JSON paths to ignore (reported as
 ``info``). The verdict fails when any finding is an error.
@@ -496,6 +497,76 @@ def as_run(value: Any, label: str) -> _Run:
     )
 
 
+# --- what is compared of a call ------------------------------------------------------
+
+# Provider metadata that differs on every run of the same behaviour: response and
+# tool-call ids, timestamps, usage (the cost). Never compared for LLM calls. The paths
+# follow the request and response JSON of the OpenAI (chat and responses), Anthropic and
+# LangChain integrations; streamed responses keep their events under "chunks".
+_LLM_VOLATILE_OUTPUT: Final = tuple(
+    PathPattern.parse(path)
+    for path in (
+        "id",
+        "created",
+        "created_at",
+        "_request_id",
+        "system_fingerprint",
+        "service_tier",
+        "usage",
+        "usage_metadata",
+        "response_metadata",
+        "choices.*.message.tool_calls.*.id",
+        "output.*.id",
+        "output.*.call_id",
+        "content.*.id",
+        "tool_calls.*.id",
+        "chunks.*.id",
+        "chunks.*.created",
+        "chunks.*.system_fingerprint",
+        "chunks.*.service_tier",
+        "chunks.*.usage",
+        "chunks.*.usage_metadata",
+        "chunks.*.response_metadata",
+        "chunks.*.choices.*.delta.tool_calls.*.id",
+        "chunks.*.message.id",
+        "chunks.*.message.usage",
+        "chunks.*.content_block.id",
+        "chunks.*.response",
+        "chunks.*.item.id",
+        "chunks.*.item.call_id",
+        "chunks.*.item_id",
+        "chunks.*.tool_call_chunks.*.id",
+        "chunks.*.tool_calls.*.id",
+    )
+)
+_LLM_VOLATILE_INPUT: Final = tuple(
+    PathPattern.parse(path)
+    for path in (
+        "messages.*.id",
+        "messages.*.tool_calls.*.id",
+        "messages.*.tool_call_id",
+        "messages.*.content.*.id",
+        "messages.*.content.*.tool_use_id",
+        "input.*.id",
+        "input.*.call_id",
+    )
+)
+
+
+def compared_input(call: Call) -> Any:
+    """The input as compared: for LLM calls, without per-run provider ids."""
+    if call.kind == "llm":
+        return strip_paths(call.input, _LLM_VOLATILE_INPUT)
+    return call.input
+
+
+def compared_output(call: Call) -> Any:
+    """The output as compared: for LLM calls, without ids, timestamps and usage."""
+    if call.kind == "llm":
+        return strip_paths(call.output, _LLM_VOLATILE_OUTPUT)
+    return call.output
+
+
 # --- building findings -------------------------------------------------------------
 
 
@@ -569,7 +640,8 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
     patterns = builder.policy.patterns
 
     def key(call: Call) -> tuple[str, str, str | None, str]:
-        return (call.kind, call.name, call.provider, content_key(strip_paths(call.input, patterns)))
+        compared = strip_paths(compared_input(call), patterns)
+        return (call.kind, call.name, call.provider, content_key(compared))
 
     def identity(call: Call) -> tuple[str, str, str | None]:
         return (call.kind, call.name, call.provider)
@@ -663,7 +735,9 @@ def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rre
     named = _name(lref, rref, right_label)
     patterns = builder.policy.patterns
     if left.input_json != right.input_json:
-        differences, truncated = value_differences(left.input, right.input, ignore=patterns)
+        differences, truncated = value_differences(
+            compared_input(left), compared_input(right), ignore=patterns
+        )
         builder.add_paths(
             FindingCode.CALL_INPUT_CHANGED,
             f"{named}: input changed",
@@ -688,7 +762,9 @@ def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rre
         )
         return
     if left.output_json != right.output_json:
-        differences, truncated = value_differences(left.output, right.output, ignore=patterns)
+        differences, truncated = value_differences(
+            compared_output(left), compared_output(right), ignore=patterns
+        )
         builder.add_paths(
             FindingCode.CALL_OUTPUT_CHANGED,
             f"{named}: output changed",
