@@ -145,10 +145,6 @@ class Expectations:
     def has_output(self) -> bool:
         return self.output is not UNSET
 
-    @property
-    def is_empty(self) -> bool:
-        return self == Expectations()
-
     def with_output(self, output: Any) -> Expectations:
         """A copy expecting ``output``."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -254,6 +254,11 @@ def assert_expectations(
     otherwise; how it differs from the recording is in the report as ``info``.
     """
     __tracebackhide__ = True
+    if not hasattr(result, "bundle"):
+        raise TypeError(
+            f"assert_expectations needs a ReplayResult (from sftrace.replay_run or the "
+            f"sftrace_replay fixture), got {type(result).__qualname__}"
+        )
     if expectations is None:
         expectations = Expectations.from_mapping(fields, source="assert_expectations")
     elif fields:
