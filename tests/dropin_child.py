@@ -5,7 +5,8 @@ and prints one JSON line describing what happened. Scenarios:
 
 - ``env``: ``configure()`` with no arguments (the environment says everything);
 - ``dropin``: the application made and registered its own provider first;
-- ``disabled``: like ``env``, under ``OTEL_SDK_DISABLED=true``.
+- ``disabled``: like ``env``, under ``OTEL_SDK_DISABLED=true``;
+- ``implicit``: no ``configure()`` call at all (``record()`` configures itself).
 """
 
 from __future__ import annotations
@@ -34,14 +35,15 @@ def main(scenario: str, workdir: Path) -> dict[str, Any]:
         app_provider = TracerProvider()
         app_provider.add_span_processor(SimpleSpanProcessor(memory))
         trace.set_tracer_provider(app_provider)
-    sftrace.configure(bundle_dir=workdir / "traces")
-    provider = get_state().provider
+    if scenario != "implicit":
+        sftrace.configure(bundle_dir=workdir / "traces")
     with sftrace.record("child-agent") as session:
         if scenario == "dropin":
             with trace.get_tracer("app").start_as_current_span("app work"):
                 agents.booking_agent()
         else:
             agents.booking_agent()
+    provider = get_state().provider
     bundle = sftrace.load_bundle(session.path or "", verify_integrity=True)
     result["trace_id"] = session.trace_id
     result["calls"] = [call.name for call in bundle.calls]

@@ -346,7 +346,7 @@ def test_configure_rejects_bad_settings_before_changing_anything(provider: Trace
 # --- a fresh interpreter: the global provider and the environment, as in production -------
 
 
-def run_child(scenario: str, tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
+def run_child(scenario: str, tmp_path: Path, env: dict[str, str], *, stderr: bool = False) -> Any:
     clean = {
         k: v for k, v in os.environ.items() if k not in ENV_NAMES and k != "PYTEST_CURRENT_TEST"
     }
@@ -362,7 +362,7 @@ def run_child(scenario: str, tmp_path: Path, env: dict[str, str]) -> dict[str, A
     )
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = orjson.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return (result, done.stderr) if stderr else result
 
 
 @pytest.mark.slow
@@ -432,3 +432,16 @@ def test_sdk_disabled_still_records_bundles_but_exports_nothing(tmp_path: Path) 
     assert result["calls"] == ["flight_search", "fake-1", "book"]
     assert result["replayed"] == "completed"
     assert receiver.spans() == []
+
+
+@pytest.mark.slow
+def test_a_bad_otel_variable_does_not_break_a_run_that_configures_itself(tmp_path: Path) -> None:
+    """record() without configure(): an invalid OTEL_EXPORTER_OTLP_ENDPOINT is logged once
+    and the run is recorded without export (an explicit configure() raises instead)."""
+    result, stderr = run_child(
+        "implicit", tmp_path, {"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"}, stderr=True
+    )
+    assert result["calls"] == ["flight_search", "fake-1", "book"]
+    assert "reading the OTLP settings from the environment failed" in stderr
+    assert "'collector:4317' is not an http:// or https:// URL" in stderr
+    assert stderr.count("reading the OTLP settings") == 1

@@ -31,6 +31,7 @@ from opentelemetry.trace import Tracer
 
 from . import _attributes as A
 from ._attributes import INSTRUMENTATION_SCOPE
+from ._errors import ConfigError
 from ._exporter import BundleSpanExporter
 from ._internal import log_once
 from ._otlp_export import OtlpSettings, OtlpSpanProcessor, resolve_settings
@@ -87,6 +88,8 @@ _state: State | None = None
 _lock = threading.RLock()
 # Providers sftrace created, so a second configure() reuses rather than stacks them.
 _own_provider: TracerProvider | None = None
+# True while record() configures the defaults by itself (see get_state).
+_configuring_defaults = False
 
 
 def configure(
@@ -148,15 +151,22 @@ def configure(
         provider = _choose_provider(tracer_provider, service_name)
         settings: OtlpSettings | None = None
         if not sdk_disabled:
-            settings = resolve_settings(
-                endpoint=otlp_endpoint,
-                protocol=otlp_protocol,
-                headers=otlp_headers,
-                capture_content=capture_content,
-                max_payload_bytes=max_payload_bytes,
-                standard_endpoint_variables=provider is _own_provider,
-                service_name=service_name,
-            )
+            try:
+                settings = resolve_settings(
+                    endpoint=otlp_endpoint,
+                    protocol=otlp_protocol,
+                    headers=otlp_headers,
+                    capture_content=capture_content,
+                    max_payload_bytes=max_payload_bytes,
+                    standard_endpoint_variables=provider is _own_provider,
+                    service_name=service_name,
+                )
+            except ConfigError as exc:
+                if not _configuring_defaults:
+                    raise
+                # record() configured itself: a bad OTEL_* variable must not break the
+                # agent's run. Record without OTLP export and say why, once.
+                log_once("reading the OTLP settings from the environment", exc)
         elif otlp_endpoint is not None or os.environ.get("SFTRACE_OTLP_ENDPOINT"):
             log_once(
                 "configuring OTLP export",
@@ -219,8 +229,6 @@ def _choose_provider(explicit: TracerProvider | None, service_name: str | None) 
     global _own_provider
     if explicit is not None:
         if not isinstance(explicit, TracerProvider):
-            from ._errors import ConfigError
-
             raise ConfigError(
                 f"tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, got "
                 f"{type(explicit).__qualname__}"
@@ -272,11 +280,18 @@ def _deactivate(state: State) -> None:
 
 def get_state() -> State:
     """The current configuration, configuring the defaults on first use."""
+    global _configuring_defaults
     state = _state
     if state is None:
-        configure()
-        state = _state
-        assert state is not None
+        with _lock:
+            if _state is None:
+                _configuring_defaults = True
+                try:
+                    configure()
+                finally:
+                    _configuring_defaults = False
+            state = _state
+            assert state is not None
     return state
 
 
