@@ -452,3 +452,19 @@ def test_agent_calling_sys_exit_is_a_failed_replay(tmp_path: Path) -> None:
     result = replay_run(bundle, exits)
     assert result.status == "failed"
     assert isinstance(result.error, SystemExit)
+
+
+def test_replayed_tool_result_keeps_its_key_order(tmp_path: Path) -> None:
+    """A replayed dict iterates like the original, so re-serializing it gives the same text."""
+    import json
+
+    @trace_tool
+    def weather(city: str) -> dict[str, Any]:
+        return {"zeta": 1, "alpha": {"y": 2, "b": 3}, "mid": [{"k2": 1, "k1": 2}]}
+
+    path = tmp_path / "order.sftrace"
+    with record("order", output=path):
+        original = json.dumps(weather("Oslo"))
+    with replay(path):
+        replayed = json.dumps(weather("Oslo"))
+    assert replayed == original

@@ -99,9 +99,7 @@ def run_agent(question: str) -> str:
         for call in message.tool_calls:
             function = TOOL_FUNCTIONS[call.function.name]
             result = function(**json.loads(call.function.arguments))
-            # sort_keys: a replayed tool result is the recorded JSON, whose object keys
-            # are stored sorted; the request sent next must be the same text either way.
-            content = json.dumps(result, sort_keys=True)
+            content = json.dumps(result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
     # The final answer, streamed to the customer as it is written.
     stream = client.chat.completions.create(

@@ -447,9 +447,12 @@ class Redactor:
             return marker(FAILED_RULE), [Redaction("$", FAILED_RULE)]
 
     def redact_json(
-        self, text: str, *, known: KnownSecrets | None = None
+        self, text: str, *, known: KnownSecrets | None = None, sort_keys: bool = True
     ) -> tuple[str, list[Redaction]]:
-        """Canonical JSON text -> redacted canonical JSON text, and where it was redacted."""
+        """JSON text -> redacted JSON text, and where it was redacted.
+
+        Keys come out sorted (canonical) unless ``sort_keys=False`` keeps their order.
+        """
         if not self.active:
             return text, []
         if not self._always_walk and not self._worth_walking(text, known):
@@ -459,7 +462,9 @@ class Redactor:
             redacted = self._walk(orjson.loads(text), "$", _Pass(found, known))
             if not found:
                 return text, []
-            return orjson.dumps(redacted, option=orjson.OPT_SORT_KEYS).decode(), found
+            option = orjson.OPT_SORT_KEYS if sort_keys else 0
+            found.sort(key=lambda redaction: redaction.path)  # whatever the key order
+            return orjson.dumps(redacted, option=option).decode(), found
         except Exception as exc:
             # Fail closed: the value is lost rather than possibly leaked.
             internal_error("redacting a recorded value", exc)

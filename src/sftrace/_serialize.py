@@ -34,7 +34,8 @@ from ._errors import TraceSerializationError
 Serializer = Callable[[Any], Any]
 JSON = Any  # a JSON-compatible value: None, bool, int, float, str, list or dict of str keys
 
-_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_UNSORTED_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_OPTIONS = orjson.OPT_SORT_KEYS | _UNSORTED_OPTIONS
 
 
 def _builtin_default(value: Any) -> Any:
@@ -68,17 +69,28 @@ def _make_default(serializer: Serializer | None) -> Callable[[Any], Any]:
     return default
 
 
-def dumps(value: Any, *, serializer: Serializer | None = None, what: str = "value") -> str:
-    """Return the canonical JSON text of ``value``.
+def dumps(
+    value: Any,
+    *,
+    serializer: Serializer | None = None,
+    what: str = "value",
+    sort_keys: bool = True,
+) -> str:
+    """Return the JSON text of ``value``: canonical (sorted keys) unless ``sort_keys=False``.
 
+    Inputs are stored canonically, since replay matches them by text. Outputs keep their
+    key order (``sort_keys=False``): a replayed dict must iterate like the original, or an
+    agent that re-serializes a tool result would send different text on replay.
     ``what`` names the value in errors (a parameter name, ``"return value"``...).
     Raises ``TraceSerializationError`` naming the JSON path and type that failed.
     """
+    options = _OPTIONS if sort_keys else _UNSORTED_OPTIONS
     try:
-        return orjson.dumps(value, default=_make_default(serializer), option=_OPTIONS).decode()
+        return orjson.dumps(value, default=_make_default(serializer), option=options).decode()
     except (orjson.JSONEncodeError, TypeError, ValueError):
         # Slow path, only on failure: walk the value to name the offending path.
-        return orjson.dumps(to_json(value, serializer=serializer, what=what)).decode()
+        converted = to_json(value, serializer=serializer, what=what)
+        return orjson.dumps(converted, option=options).decode()
 
 
 def to_json(value: Any, *, serializer: Serializer | None = None, what: str = "value") -> JSON:
