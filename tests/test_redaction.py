@@ -412,7 +412,8 @@ def test_no_secret_reaches_any_bundle_byte_or_any_exported_span(
     )
     login_call = bundle.calls[0]
     assert login_call.input == {"password": "[REDACTED:sensitive_key]", "username": "ada"}
-    assert orjson.loads(login_call.attributes[REDACTIONS]) == [
+    redactions = orjson.loads(login_call.attributes[REDACTIONS])
+    assert sorted(redactions, key=lambda r: (r["field"], r["path"])) == [
         {"field": "input", "path": "$.password", "rule": "sensitive_key"},
         {"field": "output", "path": "$.access_token", "rule": "sensitive_key"},
         {"field": "output", "path": "$.motd", "rule": "aws_secret_access_key"},

@@ -64,6 +64,7 @@ if _typing.TYPE_CHECKING:
     from ._llm import LLMCallHandle, allm_request, llm_request
     from ._policy import MatchMode, ReplayMode, ReplayPolicy
     from ._record import RecordingSession, record
+    from ._recover import recover_bundle
     from ._redaction import Redaction, Redactor
     from ._replay import ReplaySession, replay
     from ._replay_controller import MatchedCall
@@ -120,6 +121,7 @@ _LAZY: dict[str, str] = {
     "ReplayPolicy": "_policy",
     "RecordingSession": "_record",
     "record": "_record",
+    "recover_bundle": "_recover",
     "Redaction": "_redaction",
     "Redactor": "_redaction",
     "ReplaySession": "_replay",
@@ -192,6 +194,7 @@ __all__ = [
     "load_suite",
     "push_bundles",
     "record",
+    "recover_bundle",
     "replay",
     "replay_run",
     "trace_tool",

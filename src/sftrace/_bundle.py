@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -347,13 +348,29 @@ class Bundle:
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
-def load_bundle(path: str | os.PathLike[str], *, verify_integrity: bool = False) -> Bundle:
+def load_bundle(
+    path: str | os.PathLike[str], *, verify_integrity: bool = False, allow_partial: bool = False
+) -> Bundle:
     """Load and validate the bundle at ``path``.
 
-    ``verify_integrity``: also check every file against ``checksums.sha256``.
-    Raises ``BundleError`` naming the file (and line) and the problem.
+    ``verify_integrity``: also check every file against ``checksums.sha256`` (this
+    shows a change since the bundle was written; it is not a signature).
+    ``allow_partial``: ``path`` may also be an unfinished recording left by a process
+    that died (its hidden ``.partial`` directory, or the bundle path it was recording
+    to); it is recovered in memory as ``sftrace recover`` would (status
+    ``interrupted``, notes saying what was lost), and nothing is written.
+
+    Loading never executes anything from the bundle, never follows a symbolic link
+    inside it, and refuses files and lines over the size limits. Raises ``BundleError``
+    naming the file (and line) and the problem.
     """
-    root = Path(path)
+    root = _root(path)
+    if allow_partial:
+        from ._recover import find_partial, read_partial
+
+        partial = find_partial(root)
+        if partial is not None:
+            return read_partial(partial).bundle()
     _check_directory(root)
     manifest_raw = _read_manifest(root)
     manifest = _validate_manifest(root, manifest_raw)
@@ -362,6 +379,18 @@ def load_bundle(path: str | os.PathLike[str], *, verify_integrity: bool = False)
         if problems:
             raise BundleError(problems[0], path=str(root / CHECKSUMS_FILE))
     return _load_spans(root, manifest)
+
+
+def _root(path: str | os.PathLike[str]) -> Path:
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        raise BundleError(f"a bundle path must be a str or os.PathLike, got {path!r}") from None
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "\0" in text:
+        raise BundleError(f"invalid bundle path {text!r}: it contains a NUL character")
+    return Path(text)
 
 
 def _check_directory(root: Path) -> None:
@@ -381,32 +410,75 @@ def _check_directory(root: Path) -> None:
 
 def _bundle_file(root: Path, name: str, limit: int) -> Path:
     """The path of a file inside the bundle, refusing symlinks and oversized files."""
+    os.close(_open_bundle_file(root, name, limit)[0])
+    return root / name
+
+
+def _open_bundle_file(root: Path, name: str, limit: int) -> tuple[int, int]:
+    """Open a file of the bundle for reading; return (descriptor, size).
+
+    Only a regular file directly inside the bundle opens: no symbolic link (O_NOFOLLOW,
+    checked on the opened file, so it cannot be swapped in between), no FIFO or device
+    (O_NONBLOCK, then fstat), nothing over ``limit`` bytes.
+    """
     candidate = root / name
     display = str(candidate)
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        raise BundleError(f"{display}: {name!r} is not a file name inside the bundle", path=display)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        info = os.lstat(candidate)
+        fd = os.open(candidate, flags)
     except FileNotFoundError:
         raise BundleError(f"{display}: missing file {name!r}", path=display) from None
-    if stat.S_ISLNK(info.st_mode):
+    except OSError as exc:
+        if os.path.islink(candidate):
+            raise BundleError(
+                f"{display}: is a symbolic link; bundles must hold regular files only",
+                path=display,
+            ) from None
+        if os.path.isdir(candidate):
+            raise BundleError(f"{display}: is not a regular file", path=display) from None
         raise BundleError(
-            f"{display}: is a symbolic link; bundles must hold regular files only", path=display
-        )
-    if not stat.S_ISREG(info.st_mode):
-        raise BundleError(f"{display}: is not a regular file", path=display)
-    if info.st_size > limit:
+            f"{display}: cannot be read ({exc.strerror or exc})", path=display
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BundleError(f"{display}: is not a regular file", path=display)
+        if info.st_size > limit:
+            raise BundleError(
+                f"{display}: {info.st_size} bytes is over the limit of {limit} bytes; refusing "
+                f"to load it",
+                path=display,
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def read_bundle_file(root: Path, name: str, limit: int) -> bytes:
+    """The bytes of a file of the bundle (see :func:`_open_bundle_file`)."""
+    fd, _ = _open_bundle_file(root, name, limit)
+    display = str(root / name)
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
         raise BundleError(
-            f"{display}: {info.st_size} bytes is over the limit of {limit} bytes; refusing "
-            f"to load it",
-            path=display,
+            f"{display}: cannot be read ({exc.strerror or exc})", path=display
+        ) from None
+    if len(data) > limit:  # it grew while being read
+        raise BundleError(
+            f"{display}: over the limit of {limit} bytes; refusing to load it", path=display
         )
-    return candidate
+    return data
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
-    manifest_path = _bundle_file(root, MANIFEST_FILE, MAX_MANIFEST_BYTES)
-    display = str(manifest_path)
+    display = str(root / MANIFEST_FILE)
     try:
-        raw = orjson.loads(manifest_path.read_bytes())
+        raw = orjson.loads(read_bundle_file(root, MANIFEST_FILE, MAX_MANIFEST_BYTES))
     except orjson.JSONDecodeError as exc:
         raise BundleError(f"{display}: invalid JSON: {exc}", path=display) from None
     if not isinstance(raw, dict):
@@ -417,7 +489,15 @@ def _read_manifest(root: Path) -> dict[str, Any]:
 
 
 def _validate_manifest(root: Path, raw: dict[str, Any]) -> Manifest:
-    display = str(root / MANIFEST_FILE)
+    return validated_manifest(raw, str(root / MANIFEST_FILE))
+
+
+def validated_manifest(raw: Any, display: str) -> Manifest:
+    """Check a parsed manifest (upgrading an older version); raise ``BundleError``."""
+    if not isinstance(raw, dict):
+        raise BundleError(
+            f"{display}: expected a JSON object, got {type(raw).__name__}", path=display
+        )
     if raw.get("format") != FORMAT_NAME:
         raise BundleError(
             f"{display}: not an sftrace bundle manifest (format={raw.get('format')!r}, "
@@ -445,15 +525,33 @@ def _validate_manifest(root: Path, raw: dict[str, Any]) -> Manifest:
         raw = _UPGRADES[version](raw)
         version = raw["format_version"]
     try:
-        return Manifest.model_validate(raw)
+        manifest = Manifest.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise BundleError(
             f"{display}: invalid manifest field {where!r}: {first['msg']} "
-            f"(got {first.get('input')!r})",
+            f"(got {_short(first.get('input'))})",
             path=display,
         ) from None
+    if not _HEX32.fullmatch(manifest.trace_id):
+        raise BundleError(
+            f"{display}: trace_id must be 32 lowercase hex digits, got {_short(manifest.trace_id)}",
+            path=display,
+        )
+    if manifest.root_span_id is not None and not _HEX16.fullmatch(manifest.root_span_id):
+        raise BundleError(
+            f"{display}: root_span_id must be 16 lowercase hex digits, got "
+            f"{_short(manifest.root_span_id)}",
+            path=display,
+        )
+    return manifest
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr`` of a value from a bundle, cut so that an error message stays one line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def iter_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
@@ -483,11 +581,14 @@ def iter_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, b
 
 
 def _load_spans(root: Path, manifest: Manifest) -> Bundle:
-    spans_path = _bundle_file(root, SPANS_FILE, MAX_SPANS_BYTES)
-    display = str(spans_path)
+    data = read_bundle_file(root, SPANS_FILE, MAX_SPANS_BYTES)
+    return spans_from_data(root, manifest, data, str(root / SPANS_FILE))
+
+
+def spans_from_data(root: Path | None, manifest: Manifest, data: bytes, display: str) -> Bundle:
+    """Check the span lines ``data`` of a bundle (``display`` names them in errors)."""
     # One read, then one parse per line: the parsed span is checked, turned into a Call
     # and dropped; only the line's position is kept (see SpanLines).
-    data = spans_path.read_bytes()
     starts: array[int] = array("q")
     ends: array[int] = array("q")
     calls: list[Call] = []
@@ -495,6 +596,7 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
     seqs: set[int] = set()
     run_attributes: dict[str, Any] | None = None
     run_span: dict[str, Any] | None = None
+    run_values: tuple[Any, Any, list[Any]] = (None, None, [])
     state_changes: list[StateChange] = []
     trace_id = manifest.trace_id
     loads, find = orjson.loads, data.find
@@ -528,8 +630,8 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
             ) from None
         try:
             attributes = _check_span(span, trace_id, parents, seqs)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            message = str(exc) if isinstance(exc, ValueError) else f"malformed span ({exc!r})"
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+            message = str(exc) if type(exc) is ValueError else f"malformed span ({_short(exc)})"
             raise BundleError(f"{display}:{number}: {message}", path=display, line=number) from None
         parents[span["spanId"]] = span.get("parentSpanId") or None
         starts.append(start)
@@ -540,7 +642,7 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
                 calls.append(call_from_span(span, attributes))
             except (KeyError, TypeError, ValueError) as exc:
                 raise BundleError(
-                    f"{display}:{number}: malformed {kind} span ({exc!r})",
+                    f"{display}:{number}: malformed {kind} span ({_short(exc)})",
                     path=display,
                     line=number,
                 ) from None
@@ -553,8 +655,32 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
                 )
             if len(starts) != 1:
                 raise BundleError(f"{display}:1: the first span must be the run span", path=display)
+            if manifest.root_span_id is not None and span["spanId"] != manifest.root_span_id:
+                raise BundleError(
+                    f"{display}:{number}: the run span is {span['spanId']}, but the manifest's "
+                    f"root_span_id is {manifest.root_span_id}",
+                    path=display,
+                    line=number,
+                )
             run_span, run_attributes = span, attributes
-            state_changes = _state_changes(span)
+            try:
+                state_changes = _state_changes(span)
+                redactions = _json_attribute(attributes, A.REDACTIONS)
+                if redactions is not None and (
+                    not isinstance(redactions, list)
+                    or not all(isinstance(item, dict) for item in redactions)
+                ):
+                    raise ValueError(f"{A.REDACTIONS} must be a JSON list of objects")
+                run_values = (
+                    _json_attribute(attributes, A.RUN_INPUT),
+                    _json_attribute(attributes, A.RUN_OUTPUT),
+                    redactions or [],
+                )
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                message = str(exc) if type(exc) is ValueError else f"malformed ({_short(exc)})"
+                raise BundleError(
+                    f"{display}:{number}: run span: {message}", path=display, line=number
+                ) from None
     if run_span is None or run_attributes is None:
         raise BundleError(f"{display}: no run span (sftrace.kind = 'run')", path=display)
     calls.sort(key=lambda call: call.seq)
@@ -563,12 +689,12 @@ def _load_spans(root: Path, manifest: Manifest) -> Bundle:
         manifest=manifest,
         spans=SpanLines(data, starts, ends, run_span),
         calls=calls,
-        run_input=_json_attribute(run_attributes, A.RUN_INPUT, display),
-        output=_json_attribute(run_attributes, A.RUN_OUTPUT, display),
+        run_input=run_values[0],
+        output=run_values[1],
         has_run_input=A.RUN_INPUT in run_attributes,
         has_output=A.RUN_OUTPUT in run_attributes,
         state_changes=state_changes,
-        redactions=_json_attribute(run_attributes, A.REDACTIONS, display) or [],
+        redactions=run_values[2],
         span_parents=parents,
     )
 
@@ -580,30 +706,31 @@ def _check_span(
     if not isinstance(span, dict):
         raise ValueError(f"expected a span object, got {type(span).__name__}")
     span_id = span.get("spanId")
-    if not isinstance(span_id, str) or len(span_id) != 16 or not _is_hex(span_id):
-        raise ValueError(f"spanId must be 16 hex digits, got {span_id!r}")
+    if not isinstance(span_id, str) or not _HEX16.fullmatch(span_id):
+        raise ValueError(f"spanId must be 16 lowercase hex digits, got {_short(span_id)}")
     if span.get("traceId") != trace_id:
         raise ValueError(
-            f"span {span_id} has traceId {span.get('traceId')!r}, but the manifest's run is "
-            f"{trace_id!r}"
+            f"span {span_id} has traceId {_short(span.get('traceId'))}, but the manifest's run "
+            f"is {trace_id!r}"
         )
     if span_id in seen:
         raise ValueError(f"duplicate spanId {span_id}")
     parent = span.get("parentSpanId") or None
     if parent is not None and parent not in seen:
         raise ValueError(
-            f"span {span_id} has parentSpanId {parent!r}, which does not come before it in the "
-            f"file (a missing parent, or a cycle)"
+            f"span {span_id} has parentSpanId {_short(parent)}, which does not come before it "
+            f"in the file (a missing parent, or a cycle)"
         )
     if not isinstance(span.get("name"), str):
         raise ValueError(f"span {span_id} has no name")
+    _check_span_shape(span, span_id)
     raw_attributes = span.get("attributes", [])
-    if not isinstance(raw_attributes, list):
-        raise ValueError(f"span {span_id}: attributes must be a list")
     # decode_attributes, with the common case (a string value) inlined.
     attributes: dict[str, Any] = {}
     for item in raw_attributes:
         value = item.get("value", {})
+        if type(value) is not dict:
+            raise ValueError(f"span {span_id}: attribute {_short(item.get('key'))} has no value")
         if "stringValue" in value:
             attributes[item["key"]] = value["stringValue"]
         else:
@@ -632,38 +759,87 @@ def _check_span(
     return attributes
 
 
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_NANOS = re.compile(r"[0-9]{1,19}")
+
+
 def _is_hex(text: str) -> bool:
-    try:
-        int(text, 16)
-    except ValueError:
-        return False
-    return text == text.lower()
+    return bool(re.fullmatch(r"[0-9a-f]+", text))
 
 
-def _json_attribute(attributes: dict[str, Any], key: str, display: str) -> Any:
+def _nanos(value: Any) -> bool:
+    """A time in nanoseconds as OTLP/JSON writes it: a decimal string (or an integer)."""
+    if isinstance(value, str):
+        return _NANOS.fullmatch(value) is not None and int(value) < 1 << 63
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
+
+
+def _check_span_shape(span: dict[str, Any], span_id: str) -> None:
+    """The OTLP/JSON fields readers rely on have the types the format says."""
+    for key in ("startTimeUnixNano", "endTimeUnixNano"):
+        if key in span and not _nanos(span[key]):
+            raise ValueError(f"span {span_id}: {key} must be a time in nanoseconds")
+    kind = span.get("kind", 1)
+    if not isinstance(kind, int) or isinstance(kind, bool) or not 0 <= kind <= 5:
+        raise ValueError(f"span {span_id}: kind must be an integer from 0 to 5")
+    if not isinstance(span.get("status", {}), dict):
+        raise ValueError(f"span {span_id}: status must be an object")
+    _check_attribute_list(span.get("attributes", []), f"span {span_id}")
+    events = span.get("events", [])
+    if not isinstance(events, list):
+        raise ValueError(f"span {span_id}: events must be a list")
+    for index, event in enumerate(events):
+        where = f"span {span_id}: event {index}"
+        if not isinstance(event, dict) or not isinstance(event.get("name"), str):
+            raise ValueError(f"{where} must be an object with a name")
+        if "timeUnixNano" in event and not _nanos(event["timeUnixNano"]):
+            raise ValueError(f"{where}: timeUnixNano must be a time in nanoseconds")
+        _check_attribute_list(event.get("attributes", []), where)
+    links = span.get("links", [])
+    if not isinstance(links, list) or not all(isinstance(link, dict) for link in links):
+        raise ValueError(f"span {span_id}: links must be a list of objects")
+
+
+def _check_attribute_list(items: Any, where: str) -> None:
+    if not isinstance(items, list):
+        raise ValueError(f"{where}: attributes must be a list")
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise ValueError(f"{where}: each attribute must be an object with a string key")
+        if not isinstance(item.get("value", {}), dict):
+            raise ValueError(f"{where}: attribute {_short(item['key'])} has no value object")
+
+
+def _json_attribute(attributes: dict[str, Any], key: str) -> Any:
     value = attributes.get(key)
     if value is None:
         return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a JSON string, got {type(value).__name__}")
     try:
         return orjson.loads(value)
-    except (orjson.JSONDecodeError, TypeError) as exc:
-        raise BundleError(f"{display}: run span attribute {key} is not JSON ({exc})") from None
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{key} is not valid JSON ({exc})") from None
 
 
 def _state_changes(span: dict[str, Any]) -> list[StateChange]:
     changes = []
-    for event in span.get("events", ()):
+    for index, event in enumerate(span.get("events", ())):
         if event.get("name") != A.EVENT_STATE_CHANGE:
             continue
         attributes = decode_attributes(event.get("attributes", ()))
-        changes.append(
-            StateChange(
-                key=str(attributes.get(A.EVENT_KEY)),
-                before=orjson.loads(attributes.get(A.EVENT_BEFORE, "null")),
-                after=orjson.loads(attributes.get(A.EVENT_AFTER, "null")),
-                time_ns=int(event.get("timeUnixNano", 0)),
+        try:
+            changes.append(
+                StateChange(
+                    key=str(attributes.get(A.EVENT_KEY)),
+                    before=_json_attribute(attributes, A.EVENT_BEFORE),
+                    after=_json_attribute(attributes, A.EVENT_AFTER),
+                    time_ns=int(event.get("timeUnixNano", 0)),
+                )
             )
-        )
+        except ValueError as exc:
+            raise ValueError(f"state change event {index}: {exc}") from None
     return changes
 
 
@@ -676,48 +852,79 @@ def integrity_problems(root: Path) -> list[str]:
     Digests show that a bundle changed after it was written; they are not a signature:
     whoever can change the files can also rewrite the digests.
     """
-    checksums_path = _bundle_file(root, CHECKSUMS_FILE, 1024 * 1024)
-    display = str(checksums_path)
+    display = str(root / CHECKSUMS_FILE)
+    raw = read_bundle_file(root, CHECKSUMS_FILE, 1024 * 1024)
     problems: list[str] = []
     expected: dict[str, str] = {}
     try:
-        text = checksums_path.read_bytes().decode("ascii")
+        text = raw.decode("ascii")
     except UnicodeDecodeError:
         return [f"{display}: not ASCII text"]
     if not text.endswith("\n"):
         problems.append(f"{display}: truncated (no newline at the end)")
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(
+        text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), start=1
+    ):
         digest, sep, name = line.partition("  ")
-        if not sep or len(digest) != 64 or not _is_hex(digest) or "/" in name or name in expected:
-            problems.append(f"{display}:{number}: malformed line {line!r}")
+        if (
+            not sep
+            or len(digest) != 64
+            or not _is_hex(digest)
+            or not _PLAIN_NAME.fullmatch(name)
+            or name in expected
+        ):
+            problems.append(f"{display}:{number}: malformed line {_short(line)}")
             continue
         expected[name] = digest
+    if not problems and raw != _checksums_text(expected):
+        # Every line parsed, yet the file is not exactly what a writer produces (order,
+        # line endings): it was edited.
+        problems.append(
+            f"{display}: not in the form sftrace writes (sorted '<sha256>  <name>' lines)"
+        )
     for name in (MANIFEST_FILE, SPANS_FILE):
         if name not in expected:
             problems.append(f"{display}: no digest for {name}")
-    present = {entry.name for entry in root.iterdir()} - {CHECKSUMS_FILE}
+    try:
+        present = {entry.name for entry in root.iterdir()} - {CHECKSUMS_FILE}
+    except OSError as exc:
+        raise BundleError(
+            f"{root}: cannot list it ({exc.strerror or exc})", path=str(root)
+        ) from None
     for extra in sorted(present - set(expected)):
         problems.append(f"{root / extra}: file not listed in {CHECKSUMS_FILE}")
     for name, digest in sorted(expected.items()):
         try:
-            target = _bundle_file(root, name, MAX_SPANS_BYTES)
+            actual = _sha256(root, name)
         except BundleError as exc:
             problems.append(str(exc))
             continue
-        actual = _sha256(target)
         if actual != digest:
             problems.append(
-                f"{target}: digest mismatch (expected {digest[:16]}..., got {actual[:16]}...): "
-                f"the file changed after the bundle was written"
+                f"{root / name}: digest mismatch (expected {digest[:16]}..., got "
+                f"{actual[:16]}...): the file changed after the bundle was written"
             )
     return problems
 
 
-def _sha256(path: Path) -> str:
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def _checksums_text(digests: dict[str, str]) -> bytes:
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(digests.items())).encode()
+
+
+def _sha256(root: Path, name: str) -> str:
+    fd, _ = _open_bundle_file(root, name, MAX_SPANS_BYTES)
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(chunk)
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise BundleError(
+            f"{root / name}: cannot be read ({exc.strerror or exc})", path=str(root / name)
+        ) from None
     return digest.hexdigest()
 
 

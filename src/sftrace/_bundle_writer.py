@@ -11,6 +11,7 @@ sees a half-written bundle under the final name.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -21,6 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 
 from ._format import (
     CHECKSUMS_FILE,
@@ -35,6 +41,14 @@ from ._format import (
 # children), then by sequence number; spans that are not boundaries sort after
 # boundaries that started at the same instant.
 _UNSEQUENCED = 1 << 62
+
+
+def _lock(fd: int) -> None:
+    if fcntl is None:
+        return
+    # On a file system without locks, recovery just cannot tell a live run.
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def partial_dir_for(final_path: Path, run_id: str) -> Path:
@@ -70,11 +84,24 @@ class BundleWriter:
     def __init__(self, partial_dir: Path, header: dict[str, Any]) -> None:
         self.partial_dir = partial_dir
         partial_dir.parent.mkdir(parents=True, exist_ok=True)
-        partial_dir.mkdir()
-        write_file_durably(partial_dir / HEADER_FILE, dump_manifest(header))
-        fsync_directory(partial_dir)
+        # The directory appears with its header already inside (made under another name,
+        # then renamed), so a process killed at any moment never leaves a journal
+        # directory that does not say which run it holds.
+        creating = partial_dir.with_name(partial_dir.name + ".creating")
+        creating.mkdir()
+        try:
+            write_file_durably(creating / HEADER_FILE, dump_manifest(header))
+            fsync_directory(creating)
+            os.rename(creating, partial_dir)
+        except BaseException:
+            shutil.rmtree(creating, ignore_errors=True)
+            raise
+        fsync_directory(partial_dir.parent)
         # Unbuffered: every span line is handed to the OS as soon as the span ends.
         self._journal = open(partial_dir / JOURNAL_FILE, "ab", buffering=0)  # noqa: SIM115
+        # Held while the run records: `sftrace recover` refuses a journal a live process
+        # holds. The kernel releases it when the process dies, however it dies.
+        _lock(self._journal.fileno())
         self._index: list[tuple[int, int, int, int]] = []
         self._offset = 0
 

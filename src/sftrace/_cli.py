@@ -19,7 +19,13 @@ from ._errors import SftraceError
 from ._version import __version__
 
 # Modules that add commands to the group, in help order.
-_COMMAND_MODULES: tuple[str, ...] = ("_cli_bundle", "_cli_replay", "_cli_regress", "_cli_otlp")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "_cli_bundle",
+    "_cli_replay",
+    "_cli_regress",
+    "_cli_otlp",
+    "_cli_safety",
+)
 
 EXIT_OK = 0
 EXIT_CHANGED = 1  # invalid bundle, divergence, behaviour changed, a failing case

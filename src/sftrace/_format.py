@@ -21,8 +21,8 @@ PARTIAL_SUFFIX: Final = ".partial"
 
 # Bounds on what a reader accepts, so a hostile bundle cannot exhaust memory.
 MAX_MANIFEST_BYTES: Final = 16 * 1024 * 1024
-MAX_LINE_BYTES: Final = 256 * 1024 * 1024
-MAX_SPANS_BYTES: Final = 8 * 1024 * 1024 * 1024
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024  # one span
+MAX_SPANS_BYTES: Final = 1024 * 1024 * 1024  # spans.jsonl (read whole into memory)
 
 STATUS_COMPLETED: Final = "completed"
 STATUS_FAILED: Final = "failed"

@@ -22,6 +22,7 @@ from ._format import BUNDLE_SUFFIX
 from ._internal import internal_error, log_once
 from ._llm import ManualLLMCall
 from ._otlp_json import trace_id_hex
+from ._recover import run_identity
 from ._redaction import KnownSecrets, current_redactor
 from ._run import ActiveRun, current_run, enter_run, exit_run, mark_run_end
 from ._serialize import Serializer, dumps
@@ -277,6 +278,9 @@ class RecordingSession:
                     "run_id": run.run_id,
                     "agent_name": self.agent_name,
                     "created_at": _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z"),
+                    # What `sftrace recover` needs if the process dies before the run ends.
+                    **run_identity(run.span),
+                    "redactions": run.sorted_redactions(),
                 },
             )
             self._registered = True

@@ -1,0 +1,431 @@
+"""Crash safety: what a run that died leaves behind turns into a valid bundle.
+
+A SIGKILL leaves exactly what the operating system had received: the journal directory
+as it was at that instant. Most tests take that state by copying a live run's journal
+directory (the copy is what a kill at that moment would leave); the slow test kills
+real processes at random moments.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import sftrace
+from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool
+from sftrace._cli import cli
+from sftrace._cli_safety import register
+from sftrace._format import HEADER_FILE, JOURNAL_FILE, PARTIAL_SUFFIX
+
+register(cli)
+
+
+@trace_tool
+def lookup(city: str) -> dict[str, Any]:
+    return {"city": city, "weather": "sunny"}
+
+
+@trace_tool
+def plan(city: str) -> list[Any]:
+    return [lookup(city), lookup(city + " airport")]
+
+
+def partials(directory: Path) -> list[Path]:
+    return sorted(directory.glob(f".*{PARTIAL_SUFFIX}"))
+
+
+def snapshot(session: sftrace.RecordingSession, into: Path) -> Path:
+    """What a SIGKILL at this instant would leave: a copy of the run's journal directory."""
+    assert session.path is not None
+    [live] = [p for p in partials(session.path.parent) if session.run_id in p.name]
+    into.mkdir(parents=True, exist_ok=True)
+    copy = into / live.name
+    shutil.copytree(live, copy)
+    return copy
+
+
+@pytest.fixture
+def crashed(tmp_path: Path) -> tuple[Path, sftrace.RecordingSession]:
+    """A run killed after 3 finished calls, inside a fourth one (plan -> lookup)."""
+    crash_dir = tmp_path / "crash"
+    holder: dict[str, Path] = {}
+
+    @trace_tool
+    def dies_inside(city: str) -> Any:
+        lookup(city)  # finishes: reaches the journal; its parent never does
+        holder["partial"] = snapshot(session, crash_dir)
+        return None
+
+    with record(
+        "trip",
+        output=tmp_path / "live" / "trip.sftrace",
+        run_input={"goal": "Lisbon", "api_key": "live-key-123"},
+        metadata={"team": "agents"},
+    ) as session:
+        plan("Lisbon")
+        dies_inside("Porto")
+    return holder["partial"], session
+
+
+def test_killed_run_recovers_every_finished_call(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """The recovered bundle holds every call that had finished, keeps the run's own ids,
+    input and redactions, and is marked interrupted with notes of what was lost."""
+    partial, session = crashed
+    path = recover_bundle(partial)
+    assert path == partial.parent / "trip.sftrace"
+    assert not partial.exists()
+    bundle = load_bundle(path, verify_integrity=True)
+    assert bundle.status == "interrupted"
+    assert bundle.manifest.trace_id == session.trace_id
+    assert bundle.manifest.run_id == session.run_id
+    assert [(c.seq, c.name, c.input) for c in bundle.calls] == [
+        (1, "plan", {"city": "Lisbon"}),
+        (2, "lookup", {"city": "Lisbon"}),
+        (3, "lookup", {"city": "Lisbon airport"}),
+        (5, "lookup", {"city": "Porto"}),
+    ]
+    assert bundle.run_input == {"goal": "Lisbon", "api_key": "[REDACTED:sensitive_key]"}
+    assert bundle.redactions == [
+        {"field": "run.input", "path": "$.api_key", "rule": "sensitive_key", "seq": 0}
+    ]
+    assert not bundle.has_output
+    notes = "\n".join(bundle.manifest.notes)
+    assert "status 'interrupted'" in notes
+    assert "call 5 (execute_tool lookup) was inside a span that never finished" in notes
+    assert "after call 5" in notes
+    run_span_id = bundle.run_span["spanId"]
+    assert bundle.manifest.root_span_id == run_span_id
+    assert bundle.calls[-1].parent_span_id == run_span_id  # re-attached to the run
+    assert bundle.calls[1].parent_span_id == bundle.calls[0].span_id  # intact nesting
+    assert sftrace.validate_bundle(path, verify_integrity=True) == []
+
+
+def test_recovered_run_replays_its_finished_calls(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """A recovered bundle is a normal bundle: it replays its calls offline."""
+    path = recover_bundle(crashed[0])
+    with sftrace.replay(path) as session:
+        plan("Lisbon")
+    assert [m.action for m in session.matched] == ["substituted"]
+    assert [c.seq for c in session.unused] == [5]
+
+
+def test_load_bundle_allow_partial_recovers_in_memory(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """load_bundle(allow_partial=True) reads an unfinished recording without writing."""
+    partial, _ = crashed
+    before = sorted((p.name, p.stat().st_size) for p in partial.iterdir())
+    for path in (partial, partial.parent / "trip.sftrace"):
+        bundle = load_bundle(path, allow_partial=True)
+        assert bundle.status == "interrupted"
+        assert [c.seq for c in bundle.calls] == [1, 2, 3, 5]
+    assert sorted((p.name, p.stat().st_size) for p in partial.iterdir()) == before
+    assert not (partial.parent / "trip.sftrace").exists()
+    with pytest.raises(BundleError, match=r"unfinished recording.*sftrace recover"):
+        load_bundle(partial)
+
+
+def _journal_lines(partial: Path) -> list[bytes]:
+    return (partial / JOURNAL_FILE).read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize(
+    ("damage", "note"),
+    [
+        (lambda lines: [*lines, lines[0][: len(lines[0]) // 2]], "cut off mid-write"),
+        (lambda lines: [*lines, b"\0" * 4096], None),
+        (lambda lines: [lines[0], b"\0" * 512 + lines[1], *lines[2:]], None),
+        (lambda lines: [lines[0], b"{not json\n", *lines[1:]], "line 2 was not valid JSON"),
+        (lambda lines: [*lines, lines[0]], "repeated span"),
+        (lambda lines: [b'{"spanId": "zz"}\n', *lines], "line 1 was dropped: spanId"),
+    ],
+    ids=["torn-last-line", "zero-tail", "zero-gap", "garbage-line", "duplicate", "bad-span"],
+)
+def test_damaged_journal_keeps_every_intact_span(
+    crashed: tuple[Path, sftrace.RecordingSession], damage: Any, note: str | None
+) -> None:
+    """A torn last line, zeros left by a power cut or a garbled line lose only themselves;
+    the notes say what was dropped."""
+    partial, _ = crashed
+    (partial / JOURNAL_FILE).write_bytes(b"".join(damage(_journal_lines(partial))))
+    bundle = load_bundle(recover_bundle(partial), verify_integrity=True)
+    assert [c.seq for c in bundle.calls] == [1, 2, 3, 5]
+    if note is not None:
+        assert any(note in text for text in bundle.manifest.notes), bundle.manifest.notes
+
+
+def test_header_without_the_run_span_infers_it(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """A header that does not describe the run span (an older writer): the run span id is
+    the parent the top-level calls name."""
+    partial, session = crashed
+    header = orjson.loads((partial / HEADER_FILE).read_bytes())
+    expected_root = header.pop("run_span")["spanId"]
+    (partial / HEADER_FILE).write_bytes(orjson.dumps(header))
+    bundle = load_bundle(recover_bundle(partial))
+    assert bundle.manifest.root_span_id == expected_root
+    assert bundle.manifest.trace_id == session.trace_id
+    assert [c.seq for c in bundle.calls] == [1, 2, 3, 5]
+
+
+def test_calls_that_started_but_never_finished_are_listed(tmp_path: Path) -> None:
+    """A call still running when the process died is lost, and the notes name it."""
+    started, release = threading.Event(), threading.Event()
+
+    @trace_tool
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        return "late"
+
+    with record("concurrent", output=tmp_path / "c.sftrace") as session:
+        worker = threading.Thread(target=slow)
+        worker.start()
+        started.wait(10)
+        lookup("Faro")
+        partial = snapshot(session, tmp_path / "crash")
+        release.set()
+        worker.join()
+    bundle = load_bundle(recover_bundle(partial))
+    assert [c.seq for c in bundle.calls] == [2]
+    assert any("calls 1 had started but never finished" in n for n in bundle.manifest.notes)
+
+
+def test_run_that_ended_but_was_never_finished_keeps_its_status(tmp_path: Path) -> None:
+    """Killed while finishing the bundle (or the disk filled then): the journal holds the
+    ended run span, so recovery keeps the run's real status and output."""
+    with record("finished", output=tmp_path / "live" / "done.sftrace") as session:
+        lookup("Braga")
+        session.set_output({"ok": True})
+        partial = snapshot(session, tmp_path / "crash")
+    # The writer journals the run span, then writes the bundle: die in between.
+    run_line = (tmp_path / "live" / "done.sftrace" / "spans.jsonl").read_bytes().split(b"\n")[0]
+    with open(partial / JOURNAL_FILE, "ab") as journal:
+        journal.write(run_line + b"\n")
+    bundle = load_bundle(recover_bundle(partial), verify_integrity=True)
+    assert bundle.status == "completed"
+    assert bundle.output == {"ok": True}
+    assert [c.name for c in bundle.calls] == ["lookup"]
+    assert "the run ended but its bundle was never finished" in bundle.manifest.notes[0]
+
+
+def test_bundle_that_could_not_be_put_in_place_is_kept_for_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the finished bundle cannot be moved into place (the target appeared), it is
+    kept; recover moves it to another output."""
+    monkeypatch.setenv("SFTRACE_STRICT", "0")
+    target = tmp_path / "done.sftrace"
+    with record("finished", output=target) as session:
+        lookup("Braga")
+        session.set_output({"ok": True})
+        target.mkdir()
+        (target / "squatter.txt").write_text("not a bundle")
+    [partial] = partials(tmp_path)
+    with pytest.raises(BundleError, match="already exists"):
+        recover_bundle(partial)
+    path = recover_bundle(partial, output=tmp_path / "recovered.sftrace")
+    bundle = load_bundle(path, verify_integrity=True)
+    assert (bundle.status, bundle.output) == ("completed", {"ok": True})
+    assert (target / "squatter.txt").exists()
+
+
+def test_complete_bundle_left_before_its_rename_is_placed(tmp_path: Path) -> None:
+    """Killed after the bundle was complete but before the rename: it is moved into place
+    as it was (status and digests intact)."""
+    with record("late", output=tmp_path / "a" / "late.sftrace") as session:
+        lookup("Evora")
+        session.set_output("fine")
+    partial = tmp_path / "b" / f".late.sftrace.{session.run_id}{PARTIAL_SUFFIX}"
+    shutil.copytree(tmp_path / "a" / "late.sftrace", partial)
+    path = recover_bundle(partial)
+    assert path == tmp_path / "b" / "late.sftrace"
+    bundle = load_bundle(path, verify_integrity=True)
+    assert (bundle.status, bundle.output) == ("completed", "fine")
+    assert "only the final rename into place was interrupted" in bundle.manifest.notes[-1]
+
+
+def test_a_recording_in_progress_is_refused(tmp_path: Path) -> None:
+    """A journal a live process still holds is a recording in progress: not recovered."""
+    with record("live", output=tmp_path / "live.sftrace"):
+        lookup("Sintra")
+        [partial] = partials(tmp_path)
+        with pytest.raises(BundleError, match="still being written by a running process"):
+            recover_bundle(partial)
+        # Reading it is harmless: allow_partial shows the run so far.
+        assert [c.name for c in load_bundle(partial, allow_partial=True).calls] == ["lookup"]
+    assert load_bundle(tmp_path / "live.sftrace").status == "completed"
+
+
+def test_nothing_to_recover_says_why(tmp_path: Path) -> None:
+    """recover on a finished bundle or on a path with no unfinished recording explains."""
+    with record("ok", output=tmp_path / "ok.sftrace"):
+        lookup("Tavira")
+    with pytest.raises(BundleError, match="finished bundle: there is nothing to recover"):
+        recover_bundle(tmp_path / "ok.sftrace")
+    with pytest.raises(BundleError, match="no unfinished recording found"):
+        recover_bundle(tmp_path / "never.sftrace")
+
+
+def test_several_crashed_attempts_at_one_path_must_be_chosen(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """Two unfinished recordings for the same bundle path: recovery asks which."""
+    partial, _ = crashed
+    shutil.copytree(partial, partial.with_name(".trip.sftrace.other-run" + PARTIAL_SUFFIX))
+    with pytest.raises(BundleError, match="matches 2 unfinished recordings"):
+        recover_bundle(partial.parent / "trip.sftrace")
+    assert recover_bundle(partial).name == "trip.sftrace"
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def test_cli_recover_prints_what_it_did(crashed: tuple[Path, sftrace.RecordingSession]) -> None:
+    """`sftrace recover PATH` writes the bundle and prints its status and notes."""
+    partial, _ = crashed
+    result = CliRunner().invoke(cli, ["recover", str(partial.parent / "trip.sftrace")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"recovered {partial.parent / 'trip.sftrace'}: status interrupted, 4 calls"
+    assert any("never finished" in line for line in lines[1:])
+
+
+def test_cli_recover_a_directory_recovers_every_unfinished_run(tmp_path: Path) -> None:
+    """`sftrace recover DIR` recovers each unfinished recording in a directory of bundles."""
+    crash = tmp_path / "crash"
+    for city in ("Lagos", "Aveiro"):
+        with record(city.lower(), output=tmp_path / "live" / f"{city}.sftrace") as session:
+            lookup(city)
+            snapshot(session, crash)
+    result = CliRunner().invoke(cli, ["recover", str(crash)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in crash.iterdir()) == ["Aveiro.sftrace", "Lagos.sftrace"]
+
+
+@pytest.mark.parametrize("args", [["recover", "missing.sftrace"], ["recover", "."]])
+def test_cli_recover_errors_are_one_line_exit_2(tmp_path: Path, args: list[str]) -> None:
+    """Nothing to recover: one line on stderr, exit status 2, no traceback."""
+    result = subprocess.run(
+        [sys.executable, "-m", "sftrace._cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("sftrace: error: ")
+    assert "Traceback" not in result.stderr
+
+
+# --- real kills ---------------------------------------------------------------------------
+
+_CHILD = """
+import os, random, sys
+from sftrace import llm_request, record, trace_tool
+
+out, seed, report_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rng = random.Random(seed)
+report = os.open(report_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+def finished(name, i):
+    os.write(report, f"{name}:{i}\\n".encode())
+
+@trace_tool
+def inner(i: int) -> int:
+    if i % 7 == 0:
+        raise ValueError(f"step {i} failed")
+    return i * 2
+
+@trace_tool
+def step(i: int, payload: str) -> dict:
+    try:
+        value = inner(i)
+        finished("inner", i)
+    except ValueError:
+        finished("inner", i)
+        value = -1
+    return {"i": i, "value": value, "payload": payload}
+
+with record("victim", output=out, run_input={"seed": seed}) as session:
+    print("ready", flush=True)
+    i = 0
+    while True:
+        i += 1
+        step(i, "x" * rng.randint(0, 20000))
+        finished("step", i)
+        if i % 5 == 0:
+            llm_request(provider="fake", model="m", input={"i": i}, call=lambda: {"text": "ok"})
+            finished("llm", i)
+        session.record_state_change(key="i", before=i - 1, after=i)
+"""
+
+
+def _run_and_kill(tmp_path: Path, trial: int, rng: random.Random) -> tuple[Path, set[str]]:
+    """Start a recording child, kill it with SIGKILL at a random moment; return the bundle
+    path it recorded to and the calls it reported finished before it died."""
+    work = tmp_path / f"trial-{trial}"
+    work.mkdir()
+    child = work / "child.py"
+    child.write_text(_CHILD)
+    report = work / "report.txt"
+    out = work / "traces" / "victim.sftrace"
+    process = subprocess.Popen(
+        [sys.executable, str(child), str(out), str(trial), str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    try:
+        if trial % 6 != 0:  # mostly mid-run; sometimes during start-up
+            assert process.stdout.readline() == b"ready\n", "the child never started recording"
+        time.sleep(rng.uniform(0.0, 0.4))  # the random moment of death
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        process.stdout.close()
+    text = report.read_bytes().decode() if report.exists() else ""
+    return out, set(text.split("\n")[:-1])  # a last line without its newline is not complete
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_never_loses_a_finished_call(tmp_path: Path) -> None:
+    """24 recording processes killed with SIGKILL at random moments: every one leaves a
+    bundle that recovers and validates, holding every call reported finished."""
+    rng = random.Random(6)
+    kills_mid_run = 0
+    for trial in range(24):
+        out, reported = _run_and_kill(tmp_path, trial, rng)
+        left = partials(out.parent) if out.parent.exists() else []
+        if not left:
+            assert not reported, f"trial {trial}: calls finished but nothing was left"
+            continue
+        assert len(left) == 1
+        loaded = load_bundle(out, allow_partial=True)
+        path = recover_bundle(out)
+        bundle = load_bundle(path, verify_integrity=True)
+        assert sftrace.validate_bundle(path, verify_integrity=True) == []
+        assert bundle.status == "interrupted"
+        assert [c.seq for c in bundle.calls] == [c.seq for c in loaded.calls]
+        recorded = {f"{'llm' if c.kind == 'llm' else c.name}:{c.input['i']}" for c in bundle.calls}
+        missing = reported - recorded
+        assert not missing, f"trial {trial}: finished calls lost: {sorted(missing)}"
+        kills_mid_run += bool(reported)
+    assert kills_mid_run >= 12  # most kills landed while calls were being recorded
