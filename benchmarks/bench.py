@@ -65,7 +65,13 @@ def bare_tracer() -> Tracer:
 
 
 def _dumps(value: Any) -> str:
+    """Inputs as sftrace stores them: JSON with sorted keys (canonical)."""
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _dumps_output(value: Any) -> str:
+    """Outputs as sftrace stores them: JSON in the value's own key order."""
+    return orjson.dumps(value).decode()
 
 
 def bare_tool(tracer: Tracer) -> Callable[..., Any]:
@@ -83,7 +89,7 @@ def bare_tool(tracer: Tracer) -> Callable[..., Any]:
             "execute_tool search_flights", attributes={"input": _dumps(arguments)}
         ) as span:
             result = func(destination, date, passengers, cabin)
-            span.set_attribute("output", _dumps(result))
+            span.set_attribute("output", _dumps_output(result))
             return result
 
     return wrapper
@@ -123,7 +129,7 @@ def bare_tool_with_sftrace_attributes(tracer: Tracer) -> Callable[..., Any]:
             "execute_tool search_flights", attributes=attributes
         ) as span:
             result = func(destination, date, passengers, cabin)
-            output_json = _dumps(result)
+            output_json = _dumps_output(result)
             span.set_attribute("sftrace.output", output_json)
             span.set_attribute("gen_ai.tool.call.result", output_json)
             return result
@@ -160,7 +166,7 @@ def bare_llm(tracer: Tracer, request: dict[str, Any]) -> Any:
         "chat gpt-4o-mini", attributes={"input": _dumps(request)}
     ) as span:
         response = workload.chat_completion()
-        span.set_attribute("output", _dumps(response))
+        span.set_attribute("output", _dumps_output(response))
         return response
 
 

@@ -728,7 +728,7 @@ def _check_span(
     # decode_attributes, with the common case (a string value) inlined.
     attributes: dict[str, Any] = {}
     for item in raw_attributes:
-        value = item.get("value", {})
+        value = item.get("value", _NO_VALUE)
         if type(value) is not dict:
             raise ValueError(f"span {span_id}: attribute {_short(item.get('key'))} has no value")
         if "stringValue" in value:
@@ -759,6 +759,7 @@ def _check_span(
     return attributes
 
 
+_NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never modified)
 _HEX16 = re.compile(r"[0-9a-f]{16}")
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _NANOS = re.compile(r"[0-9]{1,19}")
@@ -770,6 +771,15 @@ def _is_hex(text: str) -> bool:
 
 def _nanos(value: Any) -> bool:
     """A time in nanoseconds as OTLP/JSON writes it: a decimal string (or an integer)."""
+    if type(value) is str:
+        # Checked on every line of a bundle: string methods rather than the regex
+        # (same rule: 1 to 19 ASCII digits, below 2**63; 18 digits or fewer always are).
+        return (
+            0 < len(value) <= 19
+            and value.isascii()
+            and value.isdigit()
+            and (len(value) < 19 or int(value) < 1 << 63)
+        )
     if isinstance(value, str):
         return _NANOS.fullmatch(value) is not None and int(value) < 1 << 63
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
@@ -797,7 +807,7 @@ def _check_span_shape(span: dict[str, Any], span_id: str) -> None:
             raise ValueError(f"{where}: timeUnixNano must be a time in nanoseconds")
         _check_attribute_list(event.get("attributes", []), where)
     links = span.get("links", [])
-    if not isinstance(links, list) or not all(isinstance(link, dict) for link in links):
+    if not isinstance(links, list) or (links and not all(isinstance(link, dict) for link in links)):
         raise ValueError(f"span {span_id}: links must be a list of objects")
 
 
