@@ -218,7 +218,11 @@ class BundleSpanExporter(SpanExporter):
             run.totals.add(attributes)
             if attributes.get(A.KIND) == A.KIND_RUN:  # the run span is the trace's root
                 del self._runs[trace_id]
-                self._outcomes[trace_id] = run.outcome
+                if run.final_path is not None:
+                    # A registered run: record() collects its outcome. Runs this exporter
+                    # opened by itself keep none (nobody asks; a long-lived process would
+                    # otherwise hold one per run).
+                    self._outcomes[trace_id] = run.outcome
             else:
                 return
         self._finish(run, span)
