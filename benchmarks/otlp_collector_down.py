@@ -6,9 +6,10 @@ Run from the repository root::
 
 Records the same small run (3 tool calls and 1 LLM call) many times with OTLP export
 off, to a collector that answers, to a port where nothing listens, and to a collector
-that accepts requests and never answers; prints the median time of one recorded run
-(what the agent sees) and how long the provider's shutdown took (what the process sees
-at exit, bounded by the export timeout, here ``OTEL_EXPORTER_OTLP_TIMEOUT=2``).
+that accepts requests and never answers. Prints the median wall time and CPU time (of
+the agent's thread) of one recorded run, what the agent sees, and how long the
+provider's shutdown took, what the process sees at exit: bounded by the export timeout,
+here ``OTEL_EXPORTER_OTLP_TIMEOUT=2``. Cases take turns (``--rounds``) to share noise.
 """
 
 from __future__ import annotations
@@ -78,24 +79,26 @@ def closed_port() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def measure(endpoint: str | None, runs: int, workdir: Path) -> tuple[float, float]:
+def measure(endpoint: str | None, runs: int, workdir: Path) -> tuple[float, float, float]:
+    """Median wall time and CPU time (of the agent's thread) per run, and shutdown time."""
     provider = TracerProvider()
     sftrace.configure(tracer_provider=provider, bundle_dir=workdir, otlp_endpoint=endpoint)
-    times = []
+    walls, cpus = [], []
     for _ in range(runs):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         with sftrace.record("bench") as session:
             session.set_output(agent())
-        times.append(time.perf_counter() - start)
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.thread_time() - cpu)
     start = time.perf_counter()
     provider.shutdown()
-    return statistics.median(times), time.perf_counter() - start
+    return statistics.median(walls), statistics.median(cpus), time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=300, help="recorded runs per case")
-    parser.add_argument("--rounds", type=int, default=5, help="cases alternate this often")
+    parser.add_argument("--rounds", type=int, default=10, help="cases alternate this often")
     args = parser.parse_args()
     os.environ["OTEL_EXPORTER_OTLP_TIMEOUT"] = "2"  # read by configure()
     cases = {
@@ -105,6 +108,7 @@ def main() -> None:
         "collector hangs (never answers)": server(answer=False),
     }
     medians: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
     shutdowns: dict[str, list[float]] = {name: [] for name in cases}
     names = list(cases)
     with tempfile.TemporaryDirectory(prefix="sftrace-bench-down-") as tmp:
@@ -112,14 +116,19 @@ def main() -> None:
         for number in range(args.rounds):
             for name in names[number % len(names) :] + names[: number % len(names)]:
                 workdir = Path(tmp) / f"{name.split()[1]}-{number}"
-                median, shutdown = measure(cases[name], args.runs // args.rounds, workdir)
+                median, cpu_median, shutdown = measure(
+                    cases[name], args.runs // args.rounds, workdir
+                )
                 medians[name].append(median)
+                cpu[name].append(cpu_median)
                 shutdowns[name].append(shutdown)
     RELEASE.set()
-    print(f"{'case':<36} {'median run':>12} {'max shutdown':>13}")
+    print(f"{'case':<36} {'run (wall)':>12} {'run (CPU)':>11} {'max shutdown':>13}")
     for name in names:
-        median = statistics.median(medians[name])
-        print(f"{name:<36} {median * 1e3:>10.3f}ms {max(shutdowns[name]):>12.2f}s")
+        wall, used = statistics.median(medians[name]), statistics.median(cpu[name])
+        print(
+            f"{name:<36} {wall * 1e3:>10.3f}ms {used * 1e3:>9.3f}ms {max(shutdowns[name]):>12.2f}s"
+        )
 
 
 if __name__ == "__main__":
