@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 import workload  # noqa: E402
 
 import sftrace  # noqa: E402
-from sftrace import llm_request, load_bundle, record, replay, trace_tool  # noqa: E402
+from sftrace import Redactor, llm_request, load_bundle, record, replay, trace_tool  # noqa: E402
 from sftrace._otlp_json import encode_span  # noqa: E402
 
 # --- the contenders -----------------------------------------------------------------
@@ -347,6 +347,9 @@ class Bench:
                 raise SystemExit(f"replay of {n} calls did not match: {session.divergence}")
             del sessions, session
 
+        if n == self.lengths[-1]:
+            self._without_redaction(n, args, bundle)
+
         source = self.workdir / f"replay-source-{n}.sftrace"
         loaded: list[sftrace.Bundle] = []
         elapsed = timed(lambda: loaded.append(load_bundle(source)))
@@ -354,6 +357,31 @@ class Bench:
         s.add(f"load@{n}", elapsed / spans)
         loaded.clear()
         s.add(f"load_floor@{n}", timed(lambda: parse_and_check(source / "spans.jsonl")) / spans)
+
+    def _without_redaction(self, n: int, args: Any, bundle: sftrace.Bundle) -> None:
+        """Recording and replay with redaction switched off: its share of the cost."""
+        s = self.samples
+        traces = self.workdir / "traces"
+        sftrace.configure(
+            tracer_provider=self.provider, bundle_dir=traces, redaction=Redactor(builtins=False)
+        )
+        try:
+            path = self._path("plain")
+
+            def record_run() -> None:
+                with record("bench", output=path):
+                    call_tool(traced_search, args)
+
+            s.add(f"record_noredact@{n}", timed(record_run) / n)
+            shutil.rmtree(path)
+
+            def replay_run() -> None:
+                with replay(bundle):
+                    call_tool(traced_search, args)
+
+            s.add(f"replay_noredact@{n}", timed(replay_run) / n)
+        finally:
+            sftrace.configure(tracer_provider=self.provider, bundle_dir=traces)
 
 
 def parse_and_check(path: Path) -> int:
@@ -607,6 +635,16 @@ def build_report(
                 f"record_vs_journal@{n}",
             )
         )
+    rows.append(
+        compared(
+            f"   ... with redaction off @ {last:,}",
+            f"record_noredact@{last}",
+            f"bare_journal@{last}",
+            "2c",
+            None,
+            "record_noredact_vs_journal",
+        )
+    )
     rows.append(flat("recording", "record", "record_flat"))
     for n in lengths:
         rows.append(
@@ -633,6 +671,27 @@ def build_report(
                 )
             )
         rows.append(flat(f"replay ({match})", f"replay_{match}", f"replay_{match}_flat"))
+        if match == "strict":
+            rows.append(
+                compared(
+                    f"   ... strict, with redaction off @ {last:,}",
+                    f"replay_noredact@{last}",
+                    f"bare@{last}",
+                    "bare",
+                    None,
+                    "replay_noredact_vs_bare",
+                )
+            )
+            rows.append(
+                compared(
+                    f"   ... against 2b (span with the same attributes) @ {last:,}",
+                    f"replay_strict@{last}",
+                    f"bare_attributes@{last}",
+                    "2b",
+                    None,
+                    "replay_vs_attributes",
+                )
+            )
     for n in lengths:
         value = s.median(f"load@{n}")
         rows.append(
