@@ -134,8 +134,8 @@ def configure(
             ``$SFTRACE_CAPTURE_CONTENT``, else True. Bundles always keep them.
         max_payload_bytes: cap of one string attribute in the OTLP copy of a span; longer
             values are cut and end with a visible ``…[truncated by sftrace: N bytes in
-            full]`` marker. Default: ``$SFTRACE_MAX_PAYLOAD_BYTES``, else 65536; 0 means
-            no cap. Bundles always keep values whole.
+            full]`` marker. Default: ``$SFTRACE_MAX_PAYLOAD_BYTES``, else 1048576 (1 MiB);
+            0 means no cap. Bundles always keep values whole.
         redaction: the rules that keep secrets out of every span, bundle and export,
             applied as values are captured (see ``sftrace.Redactor``). Default: the
             built-in rules; ``Redactor(builtins=False)`` switches redaction off.

@@ -38,10 +38,11 @@ PROTOCOL_HTTP = "http/protobuf"
 PROTOCOL_GRPC = "grpc"
 PROTOCOLS = (PROTOCOL_HTTP, PROTOCOL_GRPC)
 DEFAULT_TIMEOUT_S = 10.0
-# Default cap of one payload attribute in the OTLP copy of a span. Large enough to show
-# typical prompts and tool results whole in a backend, small enough that one huge value
-# cannot push a batch over a collector's request limit (4 MiB for gRPC by default).
-DEFAULT_MAX_PAYLOAD_BYTES = 64 * 1024
+# Default cap of one payload attribute in the OTLP copy of a span. Large enough that
+# production runs (long prompts, big tool results) reach the collector whole and can be
+# imported back as replayable bundles; small enough that one pathological value cannot
+# push a batch far past a collector's request limit (4 MiB for gRPC by default).
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 DEFAULT_HTTP_ENDPOINT = "http://localhost:4318"
 DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
 TRACES_PATH = "/v1/traces"
@@ -207,7 +208,7 @@ def resolve_capture_content(capture_content: bool | None) -> bool:
 
 
 def resolve_max_payload_bytes(max_payload_bytes: int | None) -> int | None:
-    """The argument, else ``$SFTRACE_MAX_PAYLOAD_BYTES``, else 65536; 0 means no cap."""
+    """The argument, else ``$SFTRACE_MAX_PAYLOAD_BYTES``, else 1048576 (1 MiB); 0 means no cap."""
     source = "max_payload_bytes"
     value: Any = max_payload_bytes
     if value is None:
