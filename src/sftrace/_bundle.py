@@ -734,7 +734,13 @@ def _check_span(
         if "stringValue" in value:
             attributes[item["key"]] = value["stringValue"]
         else:
-            attributes[item["key"]] = decode_value(value)
+            try:
+                attributes[item["key"]] = decode_value(value)
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                raise ValueError(
+                    f"span {span_id}: attribute {_short(item['key'])} has a malformed value "
+                    f"({_short(str(exc), 60)})"
+                ) from None
     kind = attributes.get(A.KIND)
     if kind is not None:
         seq = attributes.get(A.SEQ)
@@ -746,8 +752,8 @@ def _check_span(
         if kind not in (A.KIND_RUN, A.KIND_TOOL, A.KIND_LLM):
             raise ValueError(f"span {span_id}: unknown {A.KIND} {kind!r}")
         for key in (A.INPUT, A.OUTPUT):
-            value = attributes.get(key)
-            if value is not None:
+            if key in attributes:
+                value = attributes[key]
                 if not isinstance(value, str):
                     raise ValueError(f"span {span_id}: {key} must be a JSON string")
                 try:

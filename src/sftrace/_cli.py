@@ -96,4 +96,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    # `python -m sftrace._cli` runs a second copy of this module; use the package's own,
+    # which the command modules share (its CliState carries --debug to them).
+    from sftrace._cli import main as package_main
+
+    package_main()
