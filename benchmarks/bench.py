@@ -826,6 +826,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", type=Path, default=HERE / "results.json", help="where to write JSON"
     )
+    parser.add_argument(
+        "--lengths", default=None, help="run lengths, e.g. 200,2000,20000 (the default)"
+    )
     parser.add_argument("--memory-calls", type=int, default=100_000)
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     parser.add_argument("--no-otlp", action="store_true", help="skip the OTLP measurement")
@@ -836,9 +839,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     lengths = [200, 2000] if args.quick else [200, 2000, 20000]
+    if args.lengths:
+        lengths = sorted({int(n) for n in args.lengths.split(",")})
     args.repeats = args.repeats or (3 if args.quick else 5)
     with tempfile.TemporaryDirectory(prefix="sftrace-bench-") as tmp:
-        bench = Bench(lengths, 5000 if args.quick else 20000, Path(tmp))
+        passthrough_calls = min(5000 if args.quick else 20000, 10 * lengths[-1])
+        bench = Bench(lengths, passthrough_calls, Path(tmp))
         bench.prepare()
         bench.round()  # warm-up, discarded
         bench.samples = Samples()
