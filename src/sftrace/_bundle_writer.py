@@ -104,16 +104,30 @@ class BundleWriter:
         _lock(self._journal.fileno())
         self._index: list[tuple[int, int, int, int]] = []
         self._offset = 0
+        # True after a write failed part-way: the journal may end with half a line.
+        self.torn = False
 
     def append(self, line: bytes, start_time: int, seq: int | None) -> None:
+        """Journal one span line. Raises ``OSError`` (a full disk...); the journal then
+        stays readable: the next line starts on a line of its own."""
         data = line + b"\n"
-        written = self._journal.write(data) or 0
-        if written < len(data):  # a short write (rare): write the rest
-            view = memoryview(data)[written:]
-            while view:
-                view = view[self._journal.write(view) or 0 :]
+        lead = 1 if self.torn else 0
+        if lead:
+            data = b"\n" + data  # end the line a failed write left half-written
+        try:
+            written = self._journal.write(data) or 0
+            if written < len(data):  # a short write (rare): write the rest
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[self._journal.write(view) or 0 :]
+        except OSError:
+            self.torn = True
+            with contextlib.suppress(OSError):
+                self._offset = os.fstat(self._journal.fileno()).st_size
+            raise
+        self.torn = False
         order = seq if seq is not None else _UNSEQUENCED
-        self._index.append((start_time, order, self._offset, len(data)))
+        self._index.append((start_time, order, self._offset + lead, len(data) - lead))
         self._offset += len(data)
 
     def close(self) -> None:

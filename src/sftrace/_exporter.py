@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import _attributes as A
 from ._bundle_writer import BundleWriter, partial_dir_for
+from ._errors import BundleError
 from ._format import (
     BUNDLE_SUFFIX,
     FORMAT_NAME,
@@ -244,6 +245,12 @@ class BundleSpanExporter(SpanExporter):
         return run
 
     def _finish(self, run: _Run, root: ReadableSpan) -> None:
+        if run.outcome.error is not None:
+            # A span of the run could not be journaled (a full disk...): a bundle written
+            # now would lack it. The journal stays for `sftrace recover`, which says what
+            # is missing.
+            run.writer.close()
+            return
         try:
             manifest = build_manifest(run.header, root, run.totals)
             path = run.final_path
@@ -265,10 +272,32 @@ class BundleSpanExporter(SpanExporter):
         with self._lock:
             run = self._runs.get(context.trace_id)
             if run is not None and run.outcome.error is None:
-                run.outcome.error = exc
+                run.outcome.error = _journal_error(run, exc)
             outcome = self._outcomes.get(context.trace_id)
             if outcome is not None and outcome.error is None:
                 outcome.error = exc
+            if run is not None and (span.attributes or {}).get(A.KIND) == A.KIND_RUN:
+                # The run span itself could not be journaled: the run is over all the same.
+                del self._runs[context.trace_id]
+                if run.final_path is not None:
+                    self._outcomes[context.trace_id] = run.outcome
+                run.writer.close()
+
+
+def _journal_error(run: _Run, exc: BaseException) -> BaseException:
+    """The error record() reports when a span of the run could not be journaled."""
+    if not isinstance(exc, OSError):
+        return exc
+    target = run.final_path or run.writer.partial_dir
+    error = BundleError(
+        f"could not write the bundle {str(target)!r}: a span could not be saved "
+        f"({type(exc).__name__}: {exc}); what was saved is kept in "
+        f"{str(run.writer.partial_dir)!r}: run `sftrace recover {target}` to turn it into "
+        f"a bundle",
+        path=str(target),
+    )
+    error.__cause__ = exc
+    return error
 
 
 def build_manifest(header: dict[str, Any], root: ReadableSpan, totals: _Totals) -> dict[str, Any]:

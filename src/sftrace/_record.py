@@ -285,7 +285,8 @@ class RecordingSession:
             )
             self._registered = True
         except OSError as exc:
-            internal_error(f"creating the bundle journal for {path}", exc)
+            # One cause, one log line (the error names the path), however many runs.
+            internal_error("creating a bundle journal", exc)
 
     def _activate(self) -> None:
         run = self._run

@@ -484,17 +484,17 @@ def _rebuild(partial: Path, header: dict[str, Any]) -> Recovered:
 
     ordered = _order(run, spans, by_id, notes)
     calls = [s for s in ordered if s.kind in (A.KIND_TOOL, A.KIND_LLM)]
-    lost: list[int] = []
+    finished = {s.seq for s in calls if s.seq is not None}
+    highest = max(finished, default=0)
+    lost = [seq for seq in range(1, highest) if seq not in finished]
+    if lost:
+        listed = ", ".join(str(seq) for seq in lost[:20])
+        more = f" and {len(lost) - 20} more" if len(lost) > 20 else ""
+        notes.append(
+            f"calls {listed}{more} are not in the journal (they had not finished, or could "
+            f"not be saved): they are not in the bundle"
+        )
     if status_interrupted:
-        finished = {s.seq for s in calls}
-        highest = max((s for s in finished if s is not None), default=0)
-        lost = [seq for seq in range(1, highest) if seq not in finished]
-        if lost:
-            listed = ", ".join(str(seq) for seq in lost[:20])
-            more = f" and {len(lost) - 20} more" if len(lost) > 20 else ""
-            notes.append(
-                f"calls {listed}{more} had started but never finished: they are not in the bundle"
-            )
         notes.append(
             f"any call in progress after call {highest} when the process died is lost"
             if highest
