@@ -429,3 +429,39 @@ def test_sigkill_at_random_moments_never_loses_a_finished_call(tmp_path: Path) -
         assert not missing, f"trial {trial}: finished calls lost: {sorted(missing)}"
         kills_mid_run += bool(reported)
     assert kills_mid_run >= 12  # most kills landed while calls were being recorded
+
+
+def test_overwriting_never_leaves_the_path_without_a_bundle(tmp_path: Path) -> None:
+    """While a bundle is replaced again and again (overwrite=True), a watcher looking at
+    the path at every moment always finds a complete bundle there."""
+    path = tmp_path / "same.sftrace"
+    with record("first", output=path):
+        lookup("Lisbon")
+    stop = threading.Event()
+    gaps: list[str] = []
+    looks = 0
+
+    def watch() -> None:
+        nonlocal looks
+        while not stop.is_set():
+            for name in ("manifest.json", "spans.jsonl", "checksums.sha256"):
+                if not (path / name).is_file():
+                    gaps.append(name)
+            looks += 1
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run_ids = []
+        for attempt in range(20):
+            with record("again", output=path, overwrite=True) as session:
+                lookup(f"city {attempt}")
+            run_ids.append(session.run_id)
+            assert load_bundle(path).run_id == session.run_id
+    finally:
+        stop.set()
+        watcher.join()
+    assert gaps == []
+    assert looks > 20
+    assert len(set(run_ids)) == 20
+    assert [p.name for p in tmp_path.iterdir()] == ["same.sftrace"]  # nothing left behind
