@@ -8,6 +8,7 @@ real processes at random moments.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -465,3 +466,31 @@ def test_overwriting_never_leaves_the_path_without_a_bundle(tmp_path: Path) -> N
     assert looks > 20
     assert len(set(run_ids)) == 20
     assert [p.name for p in tmp_path.iterdir()] == ["same.sftrace"]  # nothing left behind
+
+
+def test_a_finished_bundle_is_on_disk_before_it_takes_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file and the directory are flushed to disk (fsync) before the rename that
+    gives the bundle its name, and the parent directory right after it."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def rename(source: Any, target: Any, *args: Any, **kwargs: Any) -> None:
+        events.append(("rename", os.fspath(target)))
+        real_rename(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    path = tmp_path / "durable.sftrace"
+    with record("durable", output=path):
+        lookup("Faro")
+    placed = events.index(("rename", str(path)))
+    before = {Path(name).name for kind, name in events[:placed] if kind == "fsync"}
+    assert {"spans.jsonl", "manifest.json", "checksums.sha256"} <= before
+    assert any(name.endswith(PARTIAL_SUFFIX) for name in before)  # the directory itself
+    assert ("fsync", str(tmp_path)) in events[placed + 1 :]
