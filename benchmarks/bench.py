@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench.py            # full run (about 5 minutes)
+    .venv/bin/python benchmarks/bench.py            # full run (about 6 minutes)
     .venv/bin/python benchmarks/bench.py --quick    # smaller runs, fewer repeats
 
 It prints a table and writes the results as JSON (``benchmarks/results.json`` unless
@@ -232,9 +232,12 @@ class Samples:
 
 
 class Bench:
-    def __init__(self, lengths: list[int], passthrough_calls: int, workdir: Path) -> None:
+    def __init__(
+        self, lengths: list[int], passthrough_calls: int, min_calls: int, workdir: Path
+    ) -> None:
         self.lengths = lengths
         self.passthrough_calls = passthrough_calls
+        self.min_calls = min_calls
         self.workdir = workdir
         self.tracer = bare_tracer()
         self.bare_search = bare_tool(self.tracer)
@@ -285,101 +288,101 @@ class Bench:
         for n in self.lengths:
             self._round_at(n)
 
+    def _sample(self, name: str, n: int, run: Callable[[int], Any]) -> None:
+        """Time ``run(i)`` for i in range(reps), a run of ``n`` calls each, per call.
+
+        Short runs are repeated until a sample covers ``min_calls`` calls, so a 200-call
+        figure is as steady as a 20,000-call one; each repetition is a whole run (its
+        fixed costs included).
+        """
+        reps = max(1, self.min_calls // n)
+        self.samples.add(name, timed(lambda: [run(i) for i in range(reps)]) / (n * reps))
+
     def _round_at(self, n: int) -> None:
-        s = self.samples
         args, requests = self.tool_args[n], self.llm_args[n]
         tracer = self.tracer
+        reps = max(1, self.min_calls // n)
 
-        def bare_run() -> None:
-            with tracer.start_as_current_span("invoke_agent bench"):
-                call_tool(self.bare_search, args)
+        def under_root(run_tracer: Tracer, func: Callable[..., Any]) -> Callable[[int], None]:
+            def run(_: int) -> None:
+                with run_tracer.start_as_current_span("invoke_agent bench"):
+                    call_tool(func, args)
 
-        def bare_llm_run() -> None:
+            return run
+
+        def bare_llm_run(_: int) -> None:
             with tracer.start_as_current_span("invoke_agent bench"):
                 for request in requests:
                     bare_llm(tracer, request)
 
-        def attributes_run() -> None:
-            with tracer.start_as_current_span("invoke_agent bench"):
-                call_tool(self.attributes_search, args)
-
-        def journal_run() -> None:
-            with self.journal_tracer.start_as_current_span("invoke_agent bench"):
-                call_tool(self.journal_search, args)
-
-        s.add(f"bare@{n}", timed(bare_run) / n)
-        s.add(f"bare_attributes@{n}", timed(attributes_run) / n)
-        s.add(f"bare_journal@{n}", timed(journal_run) / n)
+        self._sample(f"bare@{n}", n, under_root(tracer, self.bare_search))
+        self._sample(f"bare_attributes@{n}", n, under_root(tracer, self.attributes_search))
+        self._sample(f"bare_journal@{n}", n, under_root(self.journal_tracer, self.journal_search))
         self.journal.truncate()
-        s.add(f"bare_llm@{n}", timed(bare_llm_run) / n)
+        self._sample(f"bare_llm@{n}", n, bare_llm_run)
 
-        path = self._path("tool")
+        paths = [self._path("tool") for _ in range(reps)]
 
-        def record_run() -> None:
-            with record("bench", output=path):
+        def record_run(i: int) -> None:
+            with record("bench", output=paths[i]):
                 call_tool(traced_search, args)
 
-        s.add(f"record@{n}", timed(record_run) / n)
-        shutil.rmtree(path)
+        self._sample(f"record@{n}", n, record_run)
+        for path in paths:
+            shutil.rmtree(path)
 
-        path = self._path("llm")
+        paths = [self._path("llm") for _ in range(reps)]
 
-        def record_llm_run() -> None:
-            with record("bench", output=path):
+        def record_llm_run(i: int) -> None:
+            with record("bench", output=paths[i]):
                 for request in requests:
                     traced_llm(request)
 
-        s.add(f"record_llm@{n}", timed(record_llm_run) / n)
-        shutil.rmtree(path)
+        self._sample(f"record_llm@{n}", n, record_llm_run)
+        for path in paths:
+            shutil.rmtree(path)
 
         bundle = self.bundles[n]
         for match in ("strict", "unordered"):
-            sessions: list[sftrace.ReplaySession] = []
 
-            def replay_run(match: str = match, sessions: list[Any] = sessions) -> None:
+            def replay_run(_: int, match: str = match) -> None:
                 with replay(bundle, match=match) as session:
                     call_tool(traced_search, args)
-                sessions.append(session)
+                if session.divergence is not None or session.unused:
+                    raise SystemExit(f"replay of {n} calls did not match: {session.divergence}")
 
-            s.add(f"replay_{match}@{n}", timed(replay_run) / n)
-            session = sessions[0]
-            if session.divergence is not None or session.unused:
-                raise SystemExit(f"replay of {n} calls did not match: {session.divergence}")
-            del sessions, session
+            self._sample(f"replay_{match}@{n}", n, replay_run)
 
         if n == self.lengths[-1]:
             self._without_redaction(n, args, bundle)
 
         source = self.workdir / f"replay-source-{n}.sftrace"
-        loaded: list[sftrace.Bundle] = []
-        elapsed = timed(lambda: loaded.append(load_bundle(source)))
-        spans = len(loaded[0].spans)
-        s.add(f"load@{n}", elapsed / spans)
-        loaded.clear()
-        s.add(f"load_floor@{n}", timed(lambda: parse_and_check(source / "spans.jsonl")) / spans)
+        spans = len(bundle.spans)
+        self._sample(f"load@{n}", spans, lambda _: load_bundle(source))
+        self._sample(f"load_floor@{n}", spans, lambda _: parse_and_check(source / "spans.jsonl"))
 
     def _without_redaction(self, n: int, args: Any, bundle: sftrace.Bundle) -> None:
         """Recording and replay with redaction switched off: its share of the cost."""
-        s = self.samples
         traces = self.workdir / "traces"
         sftrace.configure(
             tracer_provider=self.provider, bundle_dir=traces, redaction=Redactor(builtins=False)
         )
         try:
-            path = self._path("plain")
+            paths = [self._path("plain") for _ in range(max(1, self.min_calls // n))]
 
-            def record_run() -> None:
-                with record("bench", output=path):
+            def record_run(i: int) -> None:
+                with record("bench", output=paths[i]):
                     call_tool(traced_search, args)
 
-            s.add(f"record_noredact@{n}", timed(record_run) / n)
-            shutil.rmtree(path)
+            self._sample(f"record_noredact@{n}", n, record_run)
+            for path in paths:
+                shutil.rmtree(path)
 
-            def replay_run() -> None:
+            def replay_run(_: int) -> None:
                 with replay(bundle):
                     call_tool(traced_search, args)
 
-            s.add(f"replay_noredact@{n}", timed(replay_run) / n)
+            self._sample(f"replay_noredact@{n}", n, replay_run)
         finally:
             sftrace.configure(tracer_provider=self.provider, bundle_dir=traces)
 
@@ -771,6 +774,7 @@ def build_report(
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "rounds": args.repeats,
         "lengths": lengths,
+        "min_calls_per_sample": bench.min_calls,
         "medians_ns": {name: s.median(name) for name in s.values},
         "cpu_medians_ns": {name: s.cpu(name) for name in s.cpu_values},
         "samples_ns": s.values,
@@ -829,6 +833,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lengths", default=None, help="run lengths, e.g. 200,2000,20000 (the default)"
     )
+    parser.add_argument(
+        "--min-calls",
+        type=int,
+        default=None,
+        help="repeat shorter runs until each sample has this many calls (default 10,000)",
+    )
     parser.add_argument("--memory-calls", type=int, default=100_000)
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     parser.add_argument("--no-otlp", action="store_true", help="skip the OTLP measurement")
@@ -842,9 +852,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.lengths:
         lengths = sorted({int(n) for n in args.lengths.split(",")})
     args.repeats = args.repeats or (3 if args.quick else 5)
+    if args.min_calls is None:
+        args.min_calls = 2000 if args.quick else 10_000
     with tempfile.TemporaryDirectory(prefix="sftrace-bench-") as tmp:
         passthrough_calls = min(5000 if args.quick else 20000, 10 * lengths[-1])
-        bench = Bench(lengths, passthrough_calls, Path(tmp))
+        bench = Bench(lengths, passthrough_calls, args.min_calls, Path(tmp))
         bench.prepare()
         bench.round()  # warm-up, discarded
         bench.samples = Samples()

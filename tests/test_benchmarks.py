@@ -25,6 +25,8 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
             "20,40",
             "--repeats",
             "1",
+            "--min-calls",
+            "40",
             "--memory-calls",
             "300",
             "--json",
