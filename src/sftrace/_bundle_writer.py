@@ -219,3 +219,25 @@ def _exchange(a: Path, b: Path) -> bool:
         return False
     result = _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
     return bool(result == 0)
+
+
+def check_bundle_target(path: Path, *, overwrite: bool, purpose: str) -> None:
+    """Refuse to write a bundle over something that is not one, or over one unasked.
+
+    ``purpose`` says what is being written, for the message ("write the bundle",
+    "save the replay"). Raises ``BundleError``.
+    """
+    from ._errors import BundleError
+
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise BundleError(
+            f"cannot {purpose} to {str(path)!r}: it exists and is not a bundle directory; "
+            f"choose another path",
+            path=str(path),
+        )
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise BundleError(
+            f"cannot {purpose} to {str(path)!r}: a bundle already exists there; pass "
+            f"overwrite=True to replace it, or choose another path",
+            path=str(path),
+        )

@@ -16,6 +16,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind
 
 from . import _attributes as A
+from ._bundle_writer import check_bundle_target
 from ._config import State, get_state
 from ._errors import BundleError, ConfigError
 from ._format import BUNDLE_SUFFIX
@@ -241,18 +242,7 @@ class RecordingSession:
             path = state.resolved_bundle_dir() / (
                 f"{safe_file_stem(self.agent_name)}-{run_id}{BUNDLE_SUFFIX}"
             )
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            raise BundleError(
-                f"cannot write the bundle to {str(path)!r}: it exists and is not a bundle "
-                f"directory; choose another output path",
-                path=str(path),
-            )
-        if path.is_dir() and any(path.iterdir()) and not self._overwrite:
-            raise BundleError(
-                f"bundle {str(path)!r} already exists; pass overwrite=True to replace it, or "
-                f"choose another output path",
-                path=str(path),
-            )
+        check_bundle_target(path, overwrite=self._overwrite, purpose="write the bundle")
         return path
 
     def _register(self) -> None:

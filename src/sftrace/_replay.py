@@ -17,8 +17,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from . import _attributes as A
 from . import _replay_processor
 from ._bundle import Bundle, Call, load_bundle
+from ._bundle_writer import check_bundle_target
 from ._config import State, get_state
-from ._errors import BundleError, ConfigError, IncompleteReplayError, ReplayError
+from ._errors import ConfigError, IncompleteReplayError, ReplayError
 from ._internal import internal_error
 from ._policy import MatchMode, ReplayMode
 from ._record import new_run_id
@@ -239,18 +240,7 @@ class ReplaySession:
         path = self._save
         if path is None:
             return
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            raise BundleError(
-                f"cannot save the replay to {str(path)!r}: it exists and is not a bundle "
-                f"directory; choose another path",
-                path=str(path),
-            )
-        if path.is_dir() and any(path.iterdir()) and not self._overwrite:
-            raise BundleError(
-                f"cannot save the replay to {str(path)!r}: it already exists; choose another "
-                f"path or pass overwrite=True",
-                path=str(path),
-            )
+        check_bundle_target(path, overwrite=self._overwrite, purpose="save the replay")
 
     def _begin_save(self) -> None:
         run, state, path = self._run, self._state, self._save
