@@ -61,7 +61,12 @@ class ReplaySpanProcessor(SpanProcessor):
         context = span.context
         controller = _controllers.get(context.trace_id) if context is not None else None
         if controller is not None:
-            controller.spans.append(span)
+            try:
+                kept = kept_span(span)
+            except Exception as exc:  # never raise into the host; keep the span as it is
+                log_once("keeping a replayed span", exc)
+                kept = span
+            controller.spans.append(kept)
 
     def shutdown(self) -> None:
         self.active = False
@@ -70,4 +75,32 @@ class ReplaySpanProcessor(SpanProcessor):
         return True
 
 
-__all__ = ["Action", "Decision", "ReplaySpanProcessor", "register", "unregister"]
+def kept_span(span: ReadableSpan) -> ReadableSpan:
+    """The span as a replay keeps it (``session.spans``): the same data, plain containers.
+
+    The SDK's finished span holds its attributes, events and links in bounded containers
+    of several objects each, which the garbage collector walks on every full pass. A
+    replay keeps every span it makes, so those passes grew with the run: a 20,000-call
+    replay spent about 10 µs a call in them. A span whose limits dropped something is
+    kept as it is, with its counts of what was dropped. (The deprecated
+    ``instrumentation_info`` is not carried over; ``instrumentation_scope`` is.)
+    """
+    if span.dropped_attributes or span.dropped_events or span.dropped_links:
+        return span
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=plain_attributes(span),
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+__all__ = ["Action", "Decision", "ReplaySpanProcessor", "kept_span", "register", "unregister"]
