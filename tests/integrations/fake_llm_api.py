@@ -81,6 +81,12 @@ class FakeAPI:
     def async_client(self) -> Any:
         return self.http.AsyncClient(transport=self.http.MockTransport(self.handler))
 
+    def sdk_client(self, sync_cls: type, async_cls: type, *, is_async: bool, **options: Any) -> Any:
+        """An SDK client (``async_cls`` if ``is_async``) whose requests this fake answers."""
+        http = self.async_client() if is_async else self.sync_client()
+        cls = async_cls if is_async else sync_cls
+        return cls(http_client=http, max_retries=0, **options)
+
 
 # --- OpenAI payloads -------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import fake_llm_api as fake
 import pytest
 from anthropic.resources.messages import Messages
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from roundtrip import record_then_replay
 
 from sftrace import ConfigError, ReplayMismatchError, load_bundle, record, replay, trace_tool
 from sftrace.integrations.anthropic import instrument, instrument_all, uninstrument_all
@@ -37,23 +37,14 @@ def _no_class_patches() -> Any:
 
 
 def client(api: fake.FakeAPI, *, is_async: bool = False, instrumented: bool = True) -> Any:
-    cls = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
-    http = api.async_client() if is_async else api.sync_client()
-    made = cls(api_key="sk-ant-test", base_url="http://llm.test", http_client=http, max_retries=0)
+    made = api.sdk_client(
+        anthropic.Anthropic,
+        anthropic.AsyncAnthropic,
+        is_async=is_async,
+        api_key="sk-ant-test",
+        base_url="http://llm.test",
+    )
     return instrument(made) if instrumented else made
-
-
-def record_then_replay(path: Path, api: fake.FakeAPI, agent: Callable[[], Any]) -> tuple[Any, Any]:
-    """Run ``agent`` recorded, then replayed with the API offline; return both results."""
-    with record("agent", output=path):
-        recorded = agent()
-    api.offline()
-    with replay(path) as session:
-        replayed = agent()
-    assert api.refused == []
-    assert session.divergence is None
-    session.verify_complete()
-    return recorded, replayed
 
 
 # --- messages.create and messages.stream, sync and async ------------------------------------
@@ -103,7 +94,7 @@ def test_replay_returns_the_recorded_sdk_objects_without_http(
             return asyncio.run(async_agent(llm, how))
         return sync_agent(llm, how)
 
-    recorded, replayed = record_then_replay(tmp_path / "run.sftrace", api, agent)
+    recorded, replayed, _ = record_then_replay(tmp_path / "run.sftrace", api, agent)
 
     assert replayed == recorded
     if how == "create":
@@ -187,7 +178,7 @@ def test_tool_use_loop_replays_offline_without_running_tools(
     api.reply_json(fake.message("Refunding.", tool_use=("toolu_1", "refund", {"order_id": "A7"})))
     api.reply_json(fake.message("Done: order A7 refunded."))
     llm = client(api)
-    recorded, replayed = record_then_replay(
+    recorded, replayed, _ = record_then_replay(
         tmp_path / "run.sftrace", api, lambda: (tool_loop(llm), list(REFUNDS))
     )
     assert recorded == replayed == ("Done: order A7 refunded.", ["A7"])

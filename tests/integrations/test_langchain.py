@@ -15,6 +15,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    ToolCallChunk,
     ToolMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -25,6 +26,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import Field
+from roundtrip import record_then_replay
 
 from sftrace import ConfigError, ReplayMismatchError, load_bundle, record, replay
 from sftrace.integrations.langchain import TracedChatModel, wrap_chat_model, wrap_tool, wrap_tools
@@ -33,12 +35,17 @@ from sftrace.integrations.langchain import TracedChatModel, wrap_chat_model, wra
 class ScriptedChatModel(BaseChatModel):
     """A chat model answering from a script; streams each reply word by word.
 
-    ``offline = True`` makes any call fail, to prove a replay never reaches the model.
+    ``offline()`` makes any call fail (listed in ``refused``), to prove a replay never
+    reaches the model.
     """
 
     replies: list[AIMessage]
     calls: list[list[BaseMessage]] = Field(default_factory=list)
-    offline: bool = False
+    refused: list[str] = Field(default_factory=list)
+    is_offline: bool = False
+
+    def offline(self) -> None:
+        self.is_offline = True
 
     @property
     def _llm_type(self) -> str:
@@ -51,7 +58,8 @@ class ScriptedChatModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
-        if self.offline:
+        if self.is_offline:
+            self.refused.append(str(messages[-1].content))
             raise AssertionError("the model was called during a replay")
         self.calls.append(messages)
         return self.replies[len(self.calls) - 1]
@@ -70,7 +78,7 @@ class ScriptedChatModel(BaseChatModel):
         for number, word in enumerate(words):
             text = word if number == 0 else " " + word
             yield ChatGenerationChunk(message=AIMessageChunk(content=text))
-        tool_chunks = [
+        tool_chunks: list[ToolCallChunk] = [
             {
                 "name": call["name"],
                 "args": json.dumps(call["args"]),
@@ -109,19 +117,6 @@ def comparable(value: Any) -> Any:
     if isinstance(value, BaseMessage):
         return (type(value).__name__, value.model_dump(exclude={"id"}))
     return value
-
-
-def record_then_replay(
-    path: Path, inner: ScriptedChatModel, agent: Callable[[], Any]
-) -> tuple[Any, Any, Any]:
-    with record("agent", output=path):
-        recorded = agent()
-    inner.offline = True
-    with replay(path) as session:
-        replayed = agent()
-    assert session.divergence is None
-    session.verify_complete()
-    return recorded, replayed, session
 
 
 # --- the chat model ---------------------------------------------------------------------
@@ -179,7 +174,7 @@ def test_changed_prompt_is_a_strict_mismatch(tmp_path: Path) -> None:
     path = tmp_path / "run.sftrace"
     with record("agent", output=path):
         model.invoke("Where is order 9?")
-    inner.offline = True
+    inner.offline()
     with replay(path), pytest.raises(ReplayMismatchError) as raised:
         model.invoke("Where is order 10?")
     assert raised.value.differences == [
@@ -211,6 +206,27 @@ def test_wrapper_reads_through_and_wraps_once() -> None:
     assert model._llm_type == "scripted"
     with pytest.raises(ConfigError, match="BaseChatModel"):
         wrap_chat_model(object())  # type: ignore[arg-type]
+
+
+class BreakingChatModel(ScriptedChatModel):
+    """A scripted model whose stream breaks after its first chunk."""
+
+    def _stream(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> Any:
+        yield next(super()._stream(messages, *args, **kw))
+        raise ConnectionError("stream cut")
+
+
+@pytest.mark.parametrize("how", ["stream", "astream"])
+def test_stream_failing_midway_records_the_failure(tmp_path: Path, how: str) -> None:
+    """A stream that raises while being read ends its call as that failure, with no output."""
+    model = wrap_chat_model(BreakingChatModel(replies=[answer()]))
+    path = tmp_path / "run.sftrace"
+    with pytest.raises(ConnectionError), record("agent", output=path):
+        run_model(model, how)
+    (call,) = load_bundle(path).calls
+    assert call.error is not None
+    assert (call.error.type, call.error.message) == ("ConnectionError", "stream cut")
+    assert call.output_json is None
 
 
 def test_outside_a_recording_the_model_runs_as_usual(spans: InMemorySpanExporter) -> None:

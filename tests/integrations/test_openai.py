@@ -6,7 +6,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import openai
 import pytest
 from openai.resources.chat import Completions
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from roundtrip import record_then_replay
 
 from sftrace import (
     ConfigError,
@@ -49,25 +49,14 @@ def _no_class_patches() -> Any:
 
 
 def client(api: fake.FakeAPI, *, is_async: bool = False, instrumented: bool = True) -> Any:
-    cls = openai.AsyncOpenAI if is_async else openai.OpenAI
-    http = api.async_client() if is_async else api.sync_client()
-    made = cls(api_key="sk-test", base_url="http://llm.test/v1", http_client=http, max_retries=0)
+    made = api.sdk_client(
+        openai.OpenAI,
+        openai.AsyncOpenAI,
+        is_async=is_async,
+        api_key="sk-test",
+        base_url="http://llm.test/v1",
+    )
     return instrument(made) if instrumented else made
-
-
-def record_then_replay(
-    path: Path, api: fake.FakeAPI, agent: Callable[[], Any]
-) -> tuple[Any, Any, Any]:
-    """Run ``agent`` recorded, then replayed with the API offline; return both results."""
-    with record("agent", output=path):
-        recorded = agent()
-    api.offline()
-    with replay(path) as session:
-        replayed = agent()
-    assert api.refused == []
-    assert session.divergence is None
-    session.verify_complete()
-    return recorded, replayed, session
 
 
 def llm_spans(spans: InMemorySpanExporter) -> list[Any]:

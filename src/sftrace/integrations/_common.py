@@ -6,6 +6,7 @@ Nothing here imports an SDK.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
@@ -28,6 +29,48 @@ TRANSPORT_OPTIONS = frozenset({"extra_headers", "extra_query", "timeout"})
 # instrumentation on the same call (a client instrumented by ``instrument(client)`` whose
 # class is patched by ``instrument_all()`` too) passes straight through.
 inside_call: ContextVar[bool] = ContextVar("sftrace_inside_sdk_call", default=False)
+
+
+@contextlib.contextmanager
+def inside_sdk_call() -> Iterator[None]:
+    """Mark the real SDK call made in this block (see ``inside_call``)."""
+    token = inside_call.set(True)
+    try:
+        yield
+    finally:
+        inside_call.reset(token)
+
+
+class Ending:
+    """What :func:`ending` returns: ends a call when its block ends."""
+
+    __slots__ = ("call", "handed_off")
+
+    def __init__(self, call: BoundaryCall) -> None:
+        self.call = call
+        self.handed_off = False
+
+    def hand_off(self) -> None:
+        """A stream now ends the call (as the caller finishes reading it), not this block."""
+        self.call.detach()
+        self.handed_off = True
+
+    def __enter__(self) -> Ending:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        try:
+            if exc is not None:
+                self.call.fail(exc)
+        finally:
+            if not self.handed_off:
+                self.call.close()
+
+
+def ending(call: BoundaryCall) -> Ending:
+    """``with ending(call):`` records the exception that leaves the block (it propagates
+    unchanged) and ends the call's span, unless the block handed the call off."""
+    return Ending(call)
 
 
 class Options:
@@ -125,6 +168,16 @@ def drop_path(value: JSON, path: tuple[str, ...]) -> None:
                 del value[index]
 
 
+def summary(model: Any, usage: Any) -> dict[str, Any]:
+    """The ``model`` (a str) and ``usage`` (a dict) found in a response, as recorded."""
+    found: dict[str, Any] = {}
+    if isinstance(model, str):
+        found["model"] = model
+    if isinstance(usage, dict):
+        found["usage"] = usage
+    return found
+
+
 def wire_json(value: Any) -> JSON:
     """A pydantic model as the JSON the provider sent (API field names, unset fields out)."""
     model_dump = getattr(value, "model_dump", None)
@@ -143,7 +196,8 @@ class StreamRecorder:
 
     The recorded output is ``{"chunks": [...], "complete": bool, ...summary}`` where the
     summary (``model``, ``usage``...) comes from ``summarize(chunks)``; ``complete`` is
-    False when the consumer closed or dropped the stream before its end.
+    False when the consumer closed or dropped the stream before its end. Used as a
+    context manager around the iteration, it finishes the call however the block ends.
     """
 
     __slots__ = ("call", "chunks", "convert", "done", "extra", "lock", "summarize")
@@ -181,20 +235,13 @@ class StreamRecorder:
         """Record what was streamed and end the call's span (no-op after the first time)."""
         if not self._claim():
             return
-        call = self.call
-        try:
+        with ending(self.call):
             try:
-                summary = self.summarize(self.chunks)
+                found = self.summarize(self.chunks)
             except Exception as exc:
                 internal_error("summarizing a streamed response", exc)
-                summary = {}
-            output = {"chunks": self.chunks, "complete": complete, **summary, **self.extra}
-            call.finish(output)
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        finally:
-            call.close()
+                found = {}
+            self.call.finish({"chunks": self.chunks, "complete": complete, **found, **self.extra})
 
     def fail(self, exc: BaseException) -> None:
         """The stream raised: record the failure and end the call's span."""
@@ -205,39 +252,31 @@ class StreamRecorder:
         finally:
             self.call.close()
 
+    def __enter__(self) -> StreamRecorder:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        # Read to its end, closed early by the consumer (GeneratorExit), or failed.
+        if exc is None or isinstance(exc, GeneratorExit):
+            self.finish(complete=exc is None)
+        else:
+            self.fail(exc)
+
 
 def record_items(source: Iterable[Any], recorder: StreamRecorder) -> Iterator[Any]:
     """Yield ``source``'s items, recording each; finish the recording however it ends."""
-    complete = False
-    try:
+    with recorder:
         for item in source:
             recorder.add(item)
             yield item
-        complete = True
-    except GeneratorExit:
-        raise
-    except BaseException as exc:
-        recorder.fail(exc)
-        raise
-    finally:
-        recorder.finish(complete)
 
 
 async def arecord_items(source: Any, recorder: StreamRecorder) -> AsyncIterator[Any]:
     """The async twin of :func:`record_items` (``source`` is an async iterable)."""
-    complete = False
-    try:
+    with recorder:
         async for item in source:
             recorder.add(item)
             yield item
-        complete = True
-    except GeneratorExit:
-        raise
-    except BaseException as exc:
-        recorder.fail(exc)
-        raise
-    finally:
-        recorder.finish(complete)
 
 
 def recorded_chunks(output: JSON, *, what: str) -> list[JSON]:

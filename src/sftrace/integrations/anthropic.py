@@ -73,54 +73,22 @@ from anthropic.types import Message, RawMessageStreamEvent
 from .._errors import ConfigError
 from .._policy import ReplayPolicy
 from .._run import current_run
-from ._common import JSON, ClassPatches, Options, inside_call
+from ._common import JSON, ClassPatches, Options, inside_call, summary
 from ._sdk import (
-    SDK,
-    AsyncRecordingStreamMixin,
-    AsyncReplayStreamMixin,
     Endpoint,
-    RecordingStreamMixin,
-    ReplayStreamMixin,
     call_async,
     call_sync,
+    declare_sdk,
     instrument_client,
+    instrument_create,
+    instrument_create_class,
     patch_resource,
-    summary,
-    wrap_bound,
-    wrap_method,
 )
 
 __all__ = ["instrument", "instrument_all", "uninstrument_all"]
 
 ClientT = TypeVar("ClientT")
 PROVIDER = "anthropic"
-
-
-class _RecordingStream(RecordingStreamMixin, Stream[Any]):
-    """A real ``anthropic.Stream``, recorded as the caller iterates it."""
-
-
-class _AsyncRecordingStream(AsyncRecordingStreamMixin, AsyncStream[Any]):
-    """A real ``anthropic.AsyncStream``, recorded as the caller iterates it."""
-
-
-class _ReplayStream(ReplayStreamMixin, Stream[Any]):
-    """An ``anthropic.Stream`` yielding recorded events."""
-
-
-class _AsyncReplayStream(AsyncReplayStreamMixin, AsyncStream[Any]):
-    """An ``anthropic.AsyncStream`` yielding recorded events."""
-
-
-def _construct(type_: Any, value: JSON) -> Any:
-    """Build ``type_`` from JSON the way the SDK builds it from a response body."""
-    try:
-        from anthropic._models import construct_type
-    except ImportError:  # pragma: no cover - a future SDK without it
-        from pydantic import TypeAdapter
-
-        return TypeAdapter(type_).validate_python(value)
-    return construct_type(type_=type_, value=value)
 
 
 def _summary(chunks: list[JSON]) -> dict[str, Any]:
@@ -142,15 +110,8 @@ def _summary(chunks: list[JSON]) -> dict[str, Any]:
     return summary(model, usage)
 
 
-_SDK = SDK(
-    stream=Stream,
-    async_stream=AsyncStream,
-    recording_stream=_RecordingStream,
-    async_recording_stream=_AsyncRecordingStream,
-    replay_stream=_ReplayStream,
-    async_replay_stream=_AsyncReplayStream,
-    construct=_construct,
-    request_id_header="request-id",
+_SDK = declare_sdk(
+    __name__, "anthropic", stream=Stream, async_stream=AsyncStream, request_id_header="request-id"
 )
 
 MESSAGES = Endpoint(
@@ -240,13 +201,7 @@ def _stream_method(function: Any, options: Options, *, is_async: bool) -> Any:
 def _patch(client: Any, options: Options) -> None:
     resource = client.messages
     is_async = isinstance(resource, AsyncMessages)
-    patch_resource(
-        resource,
-        "create",
-        functools.partial(
-            wrap_bound, MESSAGES, resource, options=options, provider=PROVIDER, is_async=is_async
-        ),
-    )
+    instrument_create(resource, MESSAGES, options, PROVIDER, is_async=is_async)
     make = _async_stream if is_async else _sync_stream
     patch_resource(resource, "stream", lambda bound: make(resource, bound, options, PROVIDER))
 
@@ -300,13 +255,7 @@ def instrument_all(
     options = Options(replay_policy=replay_policy, ignore_fields=ignore_fields)
     _patches.restore()
     for cls, is_async in ((Messages, False), (AsyncMessages, True)):
-        _patches.patch(
-            cls,
-            "create",
-            functools.partial(
-                wrap_method, MESSAGES, options=options, provider=PROVIDER, is_async=is_async
-            ),
-        )
+        instrument_create_class(_patches, cls, MESSAGES, options, PROVIDER, is_async=is_async)
         _patches.patch(
             cls, "stream", functools.partial(_stream_method, options=options, is_async=is_async)
         )

@@ -54,7 +54,7 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -79,12 +79,16 @@ from ._common import (
     Options,
     StreamRecorder,
     arecord_items,
+    ending,
     record_items,
     recorded_chunks,
     request_json,
+    summary,
 )
 
 __all__ = ["TracedChatModel", "wrap_chat_model", "wrap_tool", "wrap_tools"]
+
+S = TypeVar("S")
 
 
 # --- messages <-> JSON ------------------------------------------------------------------
@@ -132,14 +136,7 @@ def _model_from(messages: Iterable[BaseMessage], llm_output: Any = None) -> str 
 
 
 def _summary(messages: list[BaseMessage], llm_output: Any = None) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    model = _model_from(messages, llm_output)
-    if model is not None:
-        found["model"] = model
-    usage = _usage(messages)
-    if usage is not None:
-        found["usage"] = usage
-    return found
+    return summary(_model_from(messages, llm_output), _usage(messages))
 
 
 def _result_output(result: ChatResult) -> JSON:
@@ -297,18 +294,12 @@ class TracedChatModel(BaseChatModel):
         if run is None:
             return self.inner._generate(messages, stop=stop, **call_kwargs)
         call = self._begin(run, messages, stop, kwargs)
-        try:
-            if call.runs_body:
-                result = self.inner._generate(messages, stop=stop, **call_kwargs)
-                call.finish(_result_output(result))
-                return result
-            restored: ChatResult = call.substitute(_restore_result)
-            return restored
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        finally:
-            call.close()
+        with ending(call):
+            if not call.runs_body:
+                return _replayed_result(call)
+            result = self.inner._generate(messages, stop=stop, **call_kwargs)
+            call.finish(_result_output(result))
+            return result
 
     async def _agenerate(
         self,
@@ -322,18 +313,12 @@ class TracedChatModel(BaseChatModel):
         if run is None:
             return await self.inner._agenerate(messages, stop=stop, **call_kwargs)
         call = self._begin(run, messages, stop, kwargs)
-        try:
-            if call.runs_body:
-                result = await self.inner._agenerate(messages, stop=stop, **call_kwargs)
-                call.finish(_result_output(result))
-                return result
-            restored: ChatResult = call.substitute(_restore_result)
-            return restored
-        except BaseException as exc:
-            call.fail(exc)
-            raise
-        finally:
-            call.close()
+        with ending(call):
+            if not call.runs_body:
+                return _replayed_result(call)
+            result = await self.inner._agenerate(messages, stop=stop, **call_kwargs)
+            call.finish(_result_output(result))
+            return result
 
 
 class _StreamingTracedChatModel(TracedChatModel):
@@ -352,17 +337,13 @@ class _StreamingTracedChatModel(TracedChatModel):
             yield from self.inner._stream(messages, stop=stop, **call_kwargs)
             return
         call = self._begin(run, messages, stop, kwargs)
-        if call.runs_body:
-            call.detach()
-            recorder = StreamRecorder(call, _chunks_summary, convert=_chunk_json)
-            try:
-                source = self.inner._stream(messages, stop=stop, **call_kwargs)
-            except BaseException as exc:
-                recorder.fail(exc)
-                raise
-            yield from record_items(source, recorder)
+        if not call.runs_body:
+            yield from _replayed_chunks(call)
             return
-        yield from _replayed_chunks(call)
+        recorder, source = _open_stream(
+            call, lambda: self.inner._stream(messages, stop=stop, **call_kwargs)
+        )
+        yield from record_items(source, recorder)
 
     async def _astream(
         self,
@@ -378,31 +359,40 @@ class _StreamingTracedChatModel(TracedChatModel):
                 yield chunk
             return
         call = self._begin(run, messages, stop, kwargs)
-        if call.runs_body:
-            call.detach()
-            recorder = StreamRecorder(call, _chunks_summary, convert=_chunk_json)
-            try:
-                source = self.inner._astream(messages, stop=stop, **call_kwargs)
-            except BaseException as exc:
-                recorder.fail(exc)
-                raise
-            async for chunk in arecord_items(source, recorder):
+        if not call.runs_body:
+            for chunk in _replayed_chunks(call):
                 yield chunk
             return
-        for chunk in _replayed_chunks(call):
+        recorder, source = _open_stream(
+            call, lambda: self.inner._astream(messages, stop=stop, **call_kwargs)
+        )
+        async for chunk in arecord_items(source, recorder):
             yield chunk
+
+
+def _replayed_result(call: BoundaryCall) -> ChatResult:
+    """The recorded result of a call a replay does not make."""
+    restored: ChatResult = call.substitute(_restore_result)
+    return restored
+
+
+def _open_stream(call: BoundaryCall, open_source: Callable[[], S]) -> tuple[StreamRecorder, S]:
+    """Open the wrapped model's stream for a recorded call. The recorder ends the call
+    with the stream, or here if the stream cannot be opened."""
+    call.detach()
+    recorder = StreamRecorder(call, _chunks_summary, convert=_chunk_json)
+    try:
+        return recorder, open_source()
+    except BaseException as exc:
+        recorder.fail(exc)
+        raise
 
 
 def _replayed_chunks(call: BoundaryCall) -> list[ChatGenerationChunk]:
     """The recorded chunks of a replayed stream (the call's span ends here)."""
-    try:
+    with ending(call):
         output = call.substitute(lambda value: value)
         return [_chunk(chunk) for chunk in recorded_chunks(output, what="a chat model stream")]
-    except BaseException as exc:
-        call.fail(exc)
-        raise
-    finally:
-        call.close()
 
 
 def wrap_chat_model(

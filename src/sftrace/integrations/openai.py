@@ -58,7 +58,6 @@ Consume or close a stream inside the ``record()`` block: its span ends with the 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -68,21 +67,15 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from .._errors import ConfigError
 from .._policy import ReplayPolicy
-from ._common import JSON, ClassPatches, Options
+from ._common import JSON, ClassPatches, Options, summary
 from ._sdk import (
-    SDK,
-    AsyncRecordingStreamMixin,
-    AsyncReplayStreamMixin,
     Endpoint,
-    RecordingStreamMixin,
-    ReplayStreamMixin,
+    declare_sdk,
     first_model,
     instrument_client,
+    instrument_create,
+    instrument_create_class,
     last_usage,
-    patch_resource,
-    summary,
-    wrap_bound,
-    wrap_method,
 )
 
 try:  # the Responses API arrived in openai 1.66
@@ -95,44 +88,8 @@ __all__ = ["instrument", "instrument_all", "uninstrument_all"]
 
 ClientT = TypeVar("ClientT", OpenAI, AsyncOpenAI)
 PROVIDER = "openai"
-
-
-class _RecordingStream(RecordingStreamMixin, Stream[Any]):
-    """A real ``openai.Stream``, recorded as the caller iterates it."""
-
-
-class _AsyncRecordingStream(AsyncRecordingStreamMixin, AsyncStream[Any]):
-    """A real ``openai.AsyncStream``, recorded as the caller iterates it."""
-
-
-class _ReplayStream(ReplayStreamMixin, Stream[Any]):
-    """An ``openai.Stream`` yielding recorded chunks."""
-
-
-class _AsyncReplayStream(AsyncReplayStreamMixin, AsyncStream[Any]):
-    """An ``openai.AsyncStream`` yielding recorded chunks."""
-
-
-def _construct(type_: Any, value: JSON) -> Any:
-    """Build ``type_`` from JSON the way the SDK builds it from a response body."""
-    try:
-        from openai._models import construct_type
-    except ImportError:  # pragma: no cover - a future SDK without it
-        from pydantic import TypeAdapter
-
-        return TypeAdapter(type_).validate_python(value)
-    return construct_type(type_=type_, value=value)
-
-
-_SDK = SDK(
-    stream=Stream,
-    async_stream=AsyncStream,
-    recording_stream=_RecordingStream,
-    async_recording_stream=_AsyncRecordingStream,
-    replay_stream=_ReplayStream,
-    async_replay_stream=_AsyncReplayStream,
-    construct=_construct,
-    request_id_header="x-request-id",
+_SDK = declare_sdk(
+    __name__, "openai", stream=Stream, async_stream=AsyncStream, request_id_header="x-request-id"
 )
 
 
@@ -183,18 +140,7 @@ def _resources(client: OpenAI | AsyncOpenAI) -> list[tuple[Any, Endpoint]]:
 def _patch(client: Any, options: Options) -> None:
     is_async = isinstance(client, AsyncOpenAI)
     for resource, endpoint in _resources(client):
-        patch_resource(
-            resource,
-            "create",
-            functools.partial(
-                wrap_bound,
-                endpoint,
-                resource,
-                options=options,
-                provider=PROVIDER,
-                is_async=is_async,
-            ),
-        )
+        instrument_create(resource, endpoint, options, PROVIDER, is_async=is_async)
 
 
 def instrument(
@@ -248,13 +194,7 @@ def instrument_all(
     if Responses is not None:
         classes += [(Responses, RESPONSES, False), (AsyncResponses, RESPONSES, True)]
     for cls, endpoint, is_async in classes:
-        _patches.patch(
-            cls,
-            "create",
-            functools.partial(
-                wrap_method, endpoint, options=options, provider=PROVIDER, is_async=is_async
-            ),
-        )
+        instrument_create_class(_patches, cls, endpoint, options, PROVIDER, is_async=is_async)
 
 
 def uninstrument_all() -> None:
