@@ -468,3 +468,25 @@ def test_replayed_tool_result_keeps_its_key_order(tmp_path: Path) -> None:
     with replay(path):
         replayed = json.dumps(weather("Oslo"))
     assert replayed == original
+
+
+def test_replayed_spans_carry_recorded_usage_and_output_redactions(tmp_path: Path) -> None:
+    """A substituted call's span has the recorded output, usage and redaction records."""
+
+    @trace_tool
+    def login(user: str) -> dict[str, str]:
+        return {"user": user, "session_token": "s3cr3t-value-123"}
+
+    path = tmp_path / "u.sftrace"
+    with record("u", output=path):
+        login("ada")
+        agents.ask("hi")
+    result = replay_run(path, lambda: (login("ada"), agents.ask("hi")))
+    assert result.status == "completed"
+    by_name = {s.name: dict(s.attributes or {}) for s in result.spans}
+    tool = by_name["execute_tool login"]
+    assert "s3cr3t-value-123" not in tool["sftrace.output"]
+    assert '"field":"output"' in tool["sftrace.redactions"]
+    llm = by_name["chat fake-1"]
+    assert (llm["gen_ai.usage.input_tokens"], llm["gen_ai.usage.output_tokens"]) == (7, 5)
+    assert llm["gen_ai.response.model"] == "fake-1-2025"

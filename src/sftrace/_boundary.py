@@ -20,6 +20,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import _attributes as A
+from ._bundle import Call
 from ._errors import ReplayMismatchError
 from ._jsondiff import differences, format_differences
 from ._policy import ReplayPolicy
@@ -153,9 +154,7 @@ class BoundaryCall:
             value = replay.manual(recorded)
             self.finish(value)
             return value
-        output_json = recorded.output_json or "null"
-        self.finish_json(output_json, None)
-        return restore(loads(output_json))
+        return restore(loads(self.finish_recorded(recorded)))
 
     def finish(self, value: Any) -> None:
         """Record a result produced by the body (or the manual handler)."""
@@ -168,9 +167,28 @@ class BoundaryCall:
             self._check_derived(decision, output_json)
         self._set_output(output_json, value)
 
-    def finish_json(self, output_json: str, value: Any) -> None:
-        """Record a result given as JSON text (a replayed recording)."""
-        self._set_output(self._redacted_output(output_json), value)
+    def finish_recorded(self, recorded: Call) -> str:
+        """Record the recorded result a replay answers with; return its JSON text.
+
+        It was redacted when it was recorded, so it is not scanned again: its redaction
+        records, and an LLM call's usage and response model, come from the recording.
+        """
+        output_json = recorded.output_json or "null"
+        span = self.span
+        span.set_attribute(A.OUTPUT, output_json)
+        attributes = recorded.attributes
+        if self.spec.kind == A.KIND_TOOL:
+            span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
+        else:
+            span.set_attributes(
+                {key: attributes[key] for key in _RESPONSE_ATTRIBUTES if key in attributes}
+            )
+        recorded_redactions = attributes.get(A.REDACTIONS)
+        if recorded_redactions:
+            self._note_redactions(
+                [r for r in loads(recorded_redactions) if r.get("field") == "output"]
+            )
+        return output_json
 
     def _redacted_output(self, output_json: str) -> str:
         output_json, found = self.run.redactor.redact_json(
@@ -287,6 +305,15 @@ async def call_async(
     finally:
         call.close()
 
+
+# What an LLM span learns from the response; a replay copies them from the recording.
+_RESPONSE_ATTRIBUTES = (
+    A.GEN_AI_RESPONSE_MODEL,
+    A.GEN_AI_USAGE_INPUT_TOKENS,
+    A.GEN_AI_USAGE_OUTPUT_TOKENS,
+    A.USAGE_TOTAL_TOKENS,
+    A.COST_USD,
+)
 
 _INPUT_TOKEN_KEYS = ("input_tokens", "prompt_tokens")
 _OUTPUT_TOKEN_KEYS = ("output_tokens", "completion_tokens")

@@ -165,9 +165,7 @@ class ManualLLMCall:
                 self._fail_and_close(decision.error)
             elif decision.action is Action.RETURN and decision.recorded is not None:
                 handle.replayed = True
-                output_json = decision.recorded.output_json or "null"
-                handle.output = loads(output_json)
-                call.finish_json(output_json, None)
+                handle.output = loads(call.finish_recorded(decision.recorded))
         return handle
 
     def _fail_and_close(self, error: BaseException | None) -> None:
