@@ -421,3 +421,12 @@ def test_installed_command_exit_codes_without_tracebacks(
         ).stdout
     )
     assert document["verdict"] == "reproduced"
+
+
+def test_limit_shortens_the_list_of_matched_calls(bundle: tuple[Path, str]) -> None:
+    """--limit lists the first N matched calls and says how many more there are."""
+    path, name = bundle
+    result = replay_cli(path, f"{name}:run", "--limit", "1")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("substituted") == 1
+    assert "... and 2 more matched calls (--limit 0 lists all)" in result.stdout

@@ -221,11 +221,14 @@ def _exchange(a: Path, b: Path) -> bool:
     return bool(result == 0)
 
 
-def check_bundle_target(path: Path, *, overwrite: bool, purpose: str) -> None:
+def check_bundle_target(
+    path: Path, *, overwrite: bool, purpose: str, overwrite_hint: str = "pass overwrite=True"
+) -> None:
     """Refuse to write a bundle over something that is not one, or over one unasked.
 
     ``purpose`` says what is being written, for the message ("write the bundle",
-    "save the replay"). Raises ``BundleError``.
+    "save the replay"); ``overwrite_hint`` how to allow replacing (the CLI's flag).
+    Raises ``BundleError``.
     """
     from ._errors import BundleError
 
@@ -237,7 +240,7 @@ def check_bundle_target(path: Path, *, overwrite: bool, purpose: str) -> None:
         )
     if path.is_dir() and any(path.iterdir()) and not overwrite:
         raise BundleError(
-            f"cannot {purpose} to {str(path)!r}: a bundle already exists there; pass "
-            f"overwrite=True to replace it, or choose another path",
+            f"cannot {purpose} to {str(path)!r}: a bundle already exists there; "
+            f"{overwrite_hint} to replace it, or choose another path",
             path=str(path),
         )

@@ -18,8 +18,9 @@ from rich.console import Console
 from rich.text import Text
 
 from ._bundle import Bundle, Call, load_bundle
+from ._bundle_writer import check_bundle_target
 from ._cli import EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
-from ._errors import BundleError, SftraceError
+from ._errors import SftraceError
 from ._policy import MatchMode, ReplayMode
 from ._replay_run import ReplayResult, replay_run, resolve_entrypoint
 from ._run import exception_type_name
@@ -89,6 +90,13 @@ def register(group: click.Group) -> None:
 )
 @click.option("--overwrite", is_flag=True, help="With --save, replace an existing bundle.")
 @click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=500,
+    show_default=True,
+    help="List at most this many matched calls (0: all). --json always lists every call.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -103,6 +111,7 @@ def replay_command(
     match: str,
     save: Path | None,
     overwrite: bool,
+    limit: int,
     as_json: bool,
 ) -> None:
     """Replay a recorded run: call the agent's entrypoint with every instrumented call
@@ -110,11 +119,12 @@ def replay_command(
     with bad_input_policy():
         # Check everything we can before any agent code runs.
         recorded = load_bundle(bundle)
-        if save is not None and not overwrite and _is_occupied(save):
-            raise BundleError(
-                f"cannot save the replay to {str(save)!r}: it already exists; choose another "
-                f"path or pass --overwrite",
-                path=str(save),
+        if save is not None:
+            check_bundle_target(
+                save,
+                overwrite=overwrite,
+                purpose="save the replay",
+                overwrite_hint="pass --overwrite",
             )
         target = resolve_entrypoint(entrypoint)
         # With --json, stdout carries only the document: the agent's prints go to stderr.
@@ -135,14 +145,10 @@ def replay_command(
         document = replay_document(result, entrypoint=entrypoint, mode=mode, match=match)
         click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     else:
-        _print_report(result, entrypoint=entrypoint, mode=mode, match=match, verdict=verdict)
+        _print_report(
+            result, entrypoint=entrypoint, mode=mode, match=match, verdict=verdict, limit=limit
+        )
     raise click.exceptions.Exit(EXIT_OK if verdict == "reproduced" else EXIT_CHANGED)
-
-
-def _is_occupied(path: Path) -> bool:
-    if not path.exists() and not path.is_symlink():
-        return False
-    return not path.is_dir() or any(path.iterdir())
 
 
 def replay_verdict(result: ReplayResult) -> Verdict:
@@ -248,7 +254,7 @@ def _error_name(error: BaseException) -> str:
 
 
 def _print_report(
-    result: ReplayResult, *, entrypoint: str, mode: str, match: str, verdict: Verdict
+    result: ReplayResult, *, entrypoint: str, mode: str, match: str, verdict: Verdict, limit: int
 ) -> None:
     console = Console(highlight=False, soft_wrap=True)
     recorded = result.bundle
@@ -260,8 +266,9 @@ def _print_report(
             (f"  [mode {mode}, match {match}]", "dim"),
         )
     )
-    width = max((len(item.recorded.label) for item in result.matched), default=0)
-    for item in result.matched:
+    shown = result.matched if limit == 0 else result.matched[:limit]
+    width = max((len(item.recorded.label) for item in shown), default=0)
+    for item in shown:
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"  {item.number:>3}. #{item.recorded.seq} ")
         line.append(item.recorded.label.ljust(width), style="bold")
@@ -271,6 +278,14 @@ def _print_report(
         if error is not None and item.action == "substituted":
             line.append(f"  (recorded error {error.type}: {_clip(error.message)})", style="dim")
         console.print(line)
+    if len(shown) < len(result.matched):
+        console.print(
+            Text(
+                f"  ... and {len(result.matched) - len(shown)} more matched calls "
+                f"(--limit 0 lists all)",
+                style="dim",
+            )
+        )
     if not result.matched:
         console.print(Text("  no recorded call was matched", style="dim"))
     if result.unused:
