@@ -32,10 +32,6 @@ T = TypeVar("T")
 Restore = Callable[[Any], Any]
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
 @dataclass(frozen=True, slots=True)
 class BoundarySpec:
     """What is fixed about a boundary: its kind, name, span name and static attributes."""
@@ -165,7 +161,9 @@ class BoundaryCall:
         decision = self.decision
         if decision is not None and decision.action is Action.DERIVED:
             self._check_derived(decision, output_json)
-        self._set_output(output_json, value)
+        self._set_output(output_json)
+        if self.spec.kind == A.KIND_LLM:
+            self.span.set_attributes(llm_response_attributes(value))
 
     def finish_recorded(self, recorded: Call) -> str:
         """Record the recorded result a replay answers with; return its JSON text.
@@ -174,13 +172,10 @@ class BoundaryCall:
         records, and an LLM call's usage and response model, come from the recording.
         """
         output_json = recorded.output_json or "null"
-        span = self.span
-        span.set_attribute(A.OUTPUT, output_json)
         attributes = recorded.attributes
-        if self.spec.kind == A.KIND_TOOL:
-            span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
-        else:
-            span.set_attributes(
+        self._set_output(output_json)
+        if self.spec.kind == A.KIND_LLM:
+            self.span.set_attributes(
                 {key: attributes[key] for key in _RESPONSE_ATTRIBUTES if key in attributes}
             )
         recorded_redactions = attributes.get(A.REDACTIONS)
@@ -203,24 +198,21 @@ class BoundaryCall:
             self.span.set_attribute(A.REDACTIONS, canonical(self.redactions))
             self.run.note_redactions(self.seq, records)
 
-    def _set_output(self, output_json: str, value: Any) -> None:
-        span = self.span
-        span.set_attribute(A.OUTPUT, output_json)
+    def _set_output(self, output_json: str) -> None:
+        self.span.set_attribute(A.OUTPUT, output_json)
         if self.spec.kind == A.KIND_TOOL:
-            span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
-        else:
-            usage_source = value if value is not None else loads(output_json)
-            span.set_attributes(llm_response_attributes(usage_source))
+            self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
 
     def _check_derived(self, decision: Decision, output_json: str) -> None:
         recorded = decision.recorded
         assert recorded is not None
-        # Outputs keep their key order: compare them as values, not as text.
-        if output_json == (recorded.output_json or "null") or canonical(
-            loads(output_json)
-        ) == canonical(recorded.output):
+        if output_json == (recorded.output_json or "null"):
             return
-        diffs = differences(recorded.output, loads(output_json))
+        replayed = loads(output_json)
+        # Outputs keep their key order: compare them as values, not as text.
+        if canonical(replayed) == canonical(recorded.output):
+            return
+        diffs = differences(recorded.output, replayed)
         replay = self.run.replay
         number = replay.reached_count if replay is not None else self.seq
         error = ReplayMismatchError(
@@ -229,7 +221,7 @@ class BoundaryCall:
             + format_differences(diffs, left="recorded", right="replayed"),
             call_number=number,
             recorded=recorded.describe(),
-            reached={"kind": recorded.kind, "name": recorded.name, "output": loads(output_json)},
+            reached={"kind": recorded.kind, "name": recorded.name, "output": replayed},
             differences=diffs,
         )
         if replay is not None:

@@ -410,11 +410,11 @@ def _check_directory(root: Path) -> None:
 
 def _bundle_file(root: Path, name: str, limit: int) -> Path:
     """The path of a file inside the bundle, refusing symlinks and oversized files."""
-    os.close(_open_bundle_file(root, name, limit)[0])
+    os.close(open_bundle_file(root, name, limit)[0])
     return root / name
 
 
-def _open_bundle_file(root: Path, name: str, limit: int) -> tuple[int, int]:
+def open_bundle_file(root: Path, name: str, limit: int) -> tuple[int, int]:
     """Open a file of the bundle for reading; return (descriptor, size).
 
     Only a regular file directly inside the bundle opens: no symbolic link (O_NOFOLLOW,
@@ -458,8 +458,8 @@ def _open_bundle_file(root: Path, name: str, limit: int) -> tuple[int, int]:
 
 
 def read_bundle_file(root: Path, name: str, limit: int) -> bytes:
-    """The bytes of a file of the bundle (see :func:`_open_bundle_file`)."""
-    fd, _ = _open_bundle_file(root, name, limit)
+    """The bytes of a file of the bundle (see :func:`open_bundle_file`)."""
+    fd, _ = open_bundle_file(root, name, limit)
     display = str(root / name)
     try:
         with os.fdopen(fd, "rb") as handle:
@@ -931,7 +931,7 @@ def _checksums_text(digests: dict[str, str]) -> bytes:
 
 
 def _sha256(root: Path, name: str) -> str:
-    fd, _ = _open_bundle_file(root, name, MAX_SPANS_BYTES)
+    fd, _ = open_bundle_file(root, name, MAX_SPANS_BYTES)
     digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "rb") as handle:

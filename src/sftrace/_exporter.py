@@ -78,6 +78,17 @@ def utc_iso(nanos: int | None = None) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def journal_header(trace_id: int, **fields: Any) -> dict[str, Any]:
+    """The ``header.json`` of a run's journal: what recovery needs to rebuild it."""
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "trace_id": trace_id_hex(trace_id),
+        "environment": environment(),
+        **fields,
+    }
+
+
 @dataclass
 class _Totals:
     spans: int = 0
@@ -145,14 +156,7 @@ class BundleSpanExporter(SpanExporter):
 
         Raises ``OSError`` when the journal cannot be created (the caller reports it).
         """
-        full_header = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "trace_id": trace_id_hex(trace_id),
-            "final_name": path.name,
-            "environment": environment(),
-            **header,
-        }
+        full_header = journal_header(trace_id, final_name=path.name, **header)
         writer = BundleWriter(partial_dir_for(path, str(header.get("run_id"))), full_header)
         with self._lock:
             self._runs[trace_id] = _Run(writer, full_header, path, overwrite)
@@ -231,14 +235,7 @@ class BundleSpanExporter(SpanExporter):
     def _open_unregistered(self, trace_id: int) -> _Run:
         assert self._directory is not None
         tid = trace_id_hex(trace_id)
-        header = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "trace_id": tid,
-            "run_id": tid,
-            "created_at": utc_iso(),
-            "environment": environment(),
-        }
+        header = journal_header(trace_id, run_id=tid, created_at=utc_iso())
         writer = BundleWriter(partial_dir_for(self._directory / f"trace-{tid}", tid), header)
         run = _Run(writer, header, None, False)
         self._runs[trace_id] = run

@@ -41,8 +41,16 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 from . import _attributes as A
-from ._bundle import Bundle, load_bundle, spans_from_data, validated_manifest
+from ._bundle import (
+    Bundle,
+    load_bundle,
+    open_bundle_file,
+    read_bundle_file,
+    spans_from_data,
+    validated_manifest,
+)
 from ._bundle_writer import (
+    check_bundle_target,
     checksums_text,
     dump_manifest,
     fsync_directory,
@@ -227,22 +235,9 @@ def _read_header(partial: Path) -> dict[str, Any]:
 
 def _read_small(path: Path, limit: int) -> bytes | None:
     """The bytes of a regular file inside a bundle (no symlinks), or None if missing."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot open it ({exc.strerror})", path=str(path)) from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BundleError(f"{path}: not a regular file", path=str(path))
-        if info.st_size > limit:
-            raise BundleError(
-                f"{path}: {info.st_size} bytes is over the limit of {limit} bytes",
-                path=str(path),
-            )
-        return handle.read(limit + 1)
+    return read_bundle_file(path.parent, path.name, limit)
 
 
 def _finished_bundle(partial: Path) -> Recovered | None:
@@ -301,22 +296,11 @@ def _final_name_from_partial(partial: Path, manifest: dict[str, Any]) -> str:
 
 def _journal_lines(path: Path, notes: list[str]) -> Iterator[tuple[int, bytes]]:
     """(line number, line) of the journal; a last line without its newline is dropped."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         notes.append("the journal was missing: no span had been written")
         return
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot open it ({exc.strerror})", path=str(path)) from None
+    fd, _ = open_bundle_file(path.parent, path.name, MAX_SPANS_BYTES)
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BundleError(f"{path}: not a regular file", path=str(path))
-        if info.st_size > MAX_SPANS_BYTES:
-            raise BundleError(
-                f"{path}: {info.st_size} bytes is over the limit of {MAX_SPANS_BYTES} bytes",
-                path=str(path),
-            )
         number = 0
         while True:
             line = handle.readline(MAX_LINE_BYTES + 1)
@@ -762,18 +746,12 @@ def recover_bundle(
     _check_not_live(partial)
     recovered = read_partial(partial)
     target = Path(output) if output is not None else partial.parent / recovered.final_name
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise BundleError(
-            f"cannot write the recovered bundle to {str(target)!r}: it exists and is not a "
-            f"bundle directory",
-            path=str(target),
-        )
-    if target.is_dir() and any(target.iterdir()) and not overwrite:
-        raise BundleError(
-            f"{str(target)!r} already exists; pass overwrite=True (--overwrite) to replace "
-            f"it, or choose another output",
-            path=str(target),
-        )
+    check_bundle_target(
+        target,
+        overwrite=overwrite,
+        purpose="write the recovered bundle",
+        overwrite_hint="pass overwrite=True (--overwrite)",
+    )
     _write(recovered, target, overwrite=overwrite)
     shutil.rmtree(partial, ignore_errors=True)
     return target

@@ -53,7 +53,7 @@ class ActiveRun:
         self.has_output = False
         # id(exception) -> (exception, seq of the innermost call it was raised through)
         self._failures: dict[int, tuple[BaseException, int]] = {}
-        self._failures_lock = threading.Lock()
+        self._lock = threading.Lock()
         self.next_seq = itertools.count(1).__next__
         # One redactor for the whole run; every redaction of the run, for its span.
         self.redactor = redactor if redactor is not None else current_redactor()
@@ -63,11 +63,11 @@ class ActiveRun:
     def note_redactions(self, seq: int, records: list[dict[str, Any]]) -> None:
         """Remember where values of call ``seq`` (0: the run itself) were redacted."""
         if records:
-            with self._failures_lock:
+            with self._lock:
                 self.redactions.extend({"seq": seq, **record} for record in records)
 
     def sorted_redactions(self) -> list[dict[str, Any]]:
-        with self._failures_lock:
+        with self._lock:
             return sorted(self.redactions, key=lambda r: (r["seq"], r["field"], r["path"]))
 
     def parent_context(self) -> Context | None:
@@ -81,11 +81,11 @@ class ActiveRun:
 
     def note_failure(self, exc: BaseException, seq: int) -> None:
         """Remember the innermost call an exception was raised through (the failing step)."""
-        with self._failures_lock:
+        with self._lock:
             self._failures.setdefault(id(exc), (exc, seq))
 
     def failure_step(self, exc: BaseException) -> int | None:
-        with self._failures_lock:
+        with self._lock:
             entry = self._failures.get(id(exc))
         if entry is not None and entry[0] is exc:
             return entry[1]
