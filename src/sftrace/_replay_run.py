@@ -56,8 +56,7 @@ class ReplayResult:
             for span in self.spans:
                 attributes = span.attributes or {}
                 if attributes.get(A.KIND) in (A.KIND_TOOL, A.KIND_LLM):
-                    encoded = orjson.loads(orjson.dumps(encode_span(span)))
-                    calls.append(call_from_span(encoded, dict(attributes)))
+                    calls.append(call_from_span(encode_span(span), dict(attributes)))
             calls.sort(key=lambda call: call.seq)
             self._calls = calls
         return self._calls
