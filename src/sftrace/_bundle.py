@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, BinaryIO, Literal, overload
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -554,30 +554,25 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def iter_lines(path: Path, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
-    """Yield (line number, line) of a JSON-lines file, bounding each line's size."""
-    display = str(path)
-    with open(path, "rb") as handle:
-        number = 0
-        while True:
-            line = handle.readline(limit + 1)
-            if not line:
-                return
-            number += 1
-            if len(line) > limit:
-                raise BundleError(
-                    f"{display}:{number}: line longer than {limit} bytes; refusing to load it",
-                    path=display,
-                    line=number,
-                )
-            if not line.endswith(b"\n"):
-                raise BundleError(
-                    f"{display}:{number}: truncated line (no newline at the end of the file)",
-                    path=display,
-                    line=number,
-                )
-            if line.strip():
-                yield number, line
+def bounded_lines(
+    handle: BinaryIO, display: str, limit: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, bytes]]:
+    """Yield (line number, line) of an open JSON-lines file, each line as read (with its
+    newline, if it has one); a line longer than ``limit`` bytes is refused with a
+    ``BundleError`` before it is read whole."""
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > limit:
+            raise BundleError(
+                f"{display}:{number}: line longer than {limit} bytes; refusing to read it",
+                path=display,
+                line=number,
+            )
+        yield number, line
 
 
 def _load_spans(root: Path, manifest: Manifest) -> Bundle:

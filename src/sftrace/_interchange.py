@@ -31,11 +31,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from . import _attributes as A
-from ._bundle import Bundle, load_bundle
+from ._bundle import Bundle, bounded_lines, load_bundle
 from ._bundle_writer import BundleWriter, partial_dir_for
 from ._errors import BundleError
 from ._exporter import _Totals, environment, manifest_from_parts, utc_iso
-from ._format import BUNDLE_SUFFIX, FORMAT_NAME, FORMAT_VERSION, MAX_LINE_BYTES
+from ._format import BUNDLE_SUFFIX, FORMAT_NAME, FORMAT_VERSION
 from ._otlp_export import (
     _EXPORTER_LOGGERS,
     ENRICHMENT_ATTRIBUTES,
@@ -351,19 +351,7 @@ def import_otlp_files(
 def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     display = str(path)
     with open(path, "rb") as handle:
-        number = 0
-        while True:
-            line = handle.readline(MAX_LINE_BYTES + 1)
-            if not line:
-                return
-            number += 1
-            if len(line) > MAX_LINE_BYTES:
-                raise BundleError(
-                    f"{display}:{number}: line longer than {MAX_LINE_BYTES} bytes; refusing "
-                    f"to read it",
-                    path=display,
-                    line=number,
-                )
+        for number, line in bounded_lines(handle, display):
             if not line.strip():
                 continue
             try:

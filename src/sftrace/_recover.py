@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - not POSIX
 from . import _attributes as A
 from ._bundle import (
     Bundle,
+    bounded_lines,
     load_bundle,
     open_bundle_file,
     read_bundle_file,
@@ -66,7 +67,6 @@ from ._format import (
     HEADER_FILE,
     JOURNAL_FILE,
     MANIFEST_FILE,
-    MAX_LINE_BYTES,
     MAX_MANIFEST_BYTES,
     MAX_SPANS_BYTES,
     PARTIAL_SUFFIX,
@@ -301,19 +301,7 @@ def _journal_lines(path: Path, notes: list[str]) -> Iterator[tuple[int, bytes]]:
         return
     fd, _ = open_bundle_file(path.parent, path.name, MAX_SPANS_BYTES)
     with os.fdopen(fd, "rb") as handle:
-        number = 0
-        while True:
-            line = handle.readline(MAX_LINE_BYTES + 1)
-            if not line:
-                return
-            number += 1
-            if len(line) > MAX_LINE_BYTES:
-                raise BundleError(
-                    f"{path}:{number}: line longer than {MAX_LINE_BYTES} bytes; refusing to "
-                    f"read it",
-                    path=str(path),
-                    line=number,
-                )
+        for number, line in bounded_lines(handle, str(path)):
             if not line.endswith(b"\n"):
                 if line.strip(b"\0 \t\r"):
                     notes.append(
