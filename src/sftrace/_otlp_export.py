@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from . import _attributes as A
 from ._errors import ConfigError
 from ._internal import log_once
+from ._otlp_json import copy_span
 from ._version import __version__
 
 PROTOCOL_HTTP = "http/protobuf"
@@ -489,19 +490,8 @@ class SpanPreparer:
             truncated = self._cap(attributes)
             if truncated:
                 attributes[A.TRUNCATED] = tuple(truncated)
-        return ReadableSpan(
-            name=span.name,
-            context=span.context,
-            parent=span.parent,
-            resource=self._resource(span.resource),
-            attributes=attributes,
-            events=events,
-            links=span.links,
-            kind=span.kind,
-            status=span.status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope,
+        return copy_span(
+            span, attributes=attributes, resource=self._resource(span.resource), events=events
         )
 
     def _cap(self, attributes: dict[str, Any]) -> list[str]:

@@ -13,7 +13,8 @@ import base64
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
 
 JSONDict = dict[str, Any]
 
@@ -60,6 +61,30 @@ def encode_attributes(
         else:
             encoded.append({"key": key, "value": encode_value(value)})
     return encoded
+
+
+def copy_span(
+    span: ReadableSpan,
+    *,
+    attributes: Mapping[str, Any],
+    resource: Resource | None = None,
+    events: Sequence[Event] | None = None,
+) -> ReadableSpan:
+    """A finished span with other attributes (and, if given, resource and events)."""
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=resource if resource is not None else span.resource,
+        attributes=attributes,
+        events=events if events is not None else span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
 
 
 def plain_attributes(span: ReadableSpan) -> dict[str, Any]:

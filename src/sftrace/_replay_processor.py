@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import _attributes as A
 from ._internal import log_once
-from ._otlp_json import plain_attributes
+from ._otlp_json import copy_span, plain_attributes
 from ._replay_controller import Action, Decision, Reached, ReplayController
 
 _controllers: dict[int, ReplayController] = {}
@@ -87,20 +87,7 @@ def kept_span(span: ReadableSpan) -> ReadableSpan:
     """
     if span.dropped_attributes or span.dropped_events or span.dropped_links:
         return span
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=plain_attributes(span),
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return copy_span(span, attributes=plain_attributes(span))
 
 
 __all__ = ["Action", "Decision", "ReplaySpanProcessor", "kept_span", "register", "unregister"]
