@@ -43,7 +43,7 @@ import workload  # noqa: E402
 
 import sftrace  # noqa: E402
 from sftrace import Redactor, llm_request, load_bundle, record, replay, trace_tool  # noqa: E402
-from sftrace._otlp_json import encode_span  # noqa: E402
+from sftrace._model.otlp_json import encode_span  # noqa: E402
 
 # --- the contenders -----------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import sftrace
-from sftrace import _config
+from sftrace._record import config as _config
 
 if TYPE_CHECKING:
     from bench import Bench, Timing
@@ -298,7 +298,7 @@ def _encoding_costs(processor: Any, spans: list[Any]) -> list[dict[str, Any]]:
     from bench import timed, us
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    from sftrace._otlp_json import encode_span
+    from sftrace._model.otlp_json import encode_span
 
     preparer = getattr(getattr(processor, "exporter", None), "preparer", None)
     if preparer is None:

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import sample_agents as agents
 import sftrace
-from sftrace._config import get_state
+from sftrace._record.config import get_state
 
 
 def main(scenario: str, workdir: Path) -> dict[str, Any]:

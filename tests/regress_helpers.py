@@ -155,8 +155,8 @@ def invoke(*args: str | Path) -> Any:
     """Run the sftrace CLI in-process; return click's ``Result``."""
     from click.testing import CliRunner
 
-    from sftrace._cli import cli
-    from sftrace._cli_regress import register
+    from sftrace._cli.main import cli
+    from sftrace._cli.regress import register
 
     register(cli)
     return CliRunner().invoke(cli, [str(arg) for arg in args])

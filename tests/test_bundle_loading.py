@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from sftrace import BundleError, load_bundle, record, trace_tool
-from sftrace._format import MAX_LINE_BYTES
+from sftrace._bundle.format import MAX_LINE_BYTES
 
 
 @trace_tool
@@ -122,7 +122,7 @@ def test_run_span_not_first_is_refused(tmp_path: Path) -> None:
 def test_line_over_the_limit_is_refused(bundle_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A line longer than the limit is refused before it is parsed."""
     longest = max(len(line) + 1 for line in (bundle_path / "spans.jsonl").read_bytes().split())
-    monkeypatch.setattr("sftrace._bundle.MAX_LINE_BYTES", longest - 1)
+    monkeypatch.setattr("sftrace._bundle.reader.MAX_LINE_BYTES", longest - 1)
     with pytest.raises(BundleError, match=f"line longer than {longest - 1} bytes"):
         load_bundle(bundle_path)
     assert longest < MAX_LINE_BYTES

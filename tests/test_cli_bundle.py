@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sftrace import BundleError, llm_request, load_bundle, record, trace_tool, validate_bundle
-from sftrace._cli import cli
-from sftrace._cli_bundle import register
-from sftrace._config import get_state
+from sftrace._cli.bundle import register
+from sftrace._cli.main import cli
+from sftrace._record.config import get_state
 
 register(cli)
 

@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sftrace import load_bundle, record, replay_run
-from sftrace._cli import cli
-from sftrace._cli_replay import register
+from sftrace._cli.main import cli
+from sftrace._cli.replay import register
 
 register(cli)
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sftrace._diff import (
+from sftrace._regress.diff import (
     MISSING,
     PathPattern,
     align,

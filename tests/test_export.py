@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from regress_helpers import DENIED, invoke, record_agent, record_steps, tool, write_agent
-from sftrace._export import literal
+from sftrace._regress.pytest_export import literal
 
 pytest_plugins = ["pytester"]
 

@@ -29,9 +29,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool
-from sftrace._config import get_state
-from sftrace._format import PARTIAL_SUFFIX
+from sftrace._bundle.format import PARTIAL_SUFFIX
 from sftrace._internal import _seen
+from sftrace._record.config import get_state
 
 
 @pytest.fixture

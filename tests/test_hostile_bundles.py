@@ -24,8 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool, validate_bundle
-from sftrace._bundle import integrity_problems
-from sftrace._format import (
+from sftrace._bundle.format import (
     CHECKSUMS_FILE,
     HEADER_FILE,
     JOURNAL_FILE,
@@ -36,6 +35,7 @@ from sftrace._format import (
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
+from sftrace._bundle.reader import integrity_problems
 from sftrace.testing import isolated_tracing
 
 
@@ -520,7 +520,7 @@ def test_a_line_over_the_limit_is_refused(bundle: Path) -> None:
 
 def _sftrace(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sftrace._cli", *args],
+        [sys.executable, "-m", "sftrace._cli.main", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -25,8 +25,8 @@ from interchange_helpers import (
 )
 from otlp_sink import OtlpSink
 from sftrace import load_bundle
-from sftrace._cli import cli
-from sftrace._cli_otlp import register
+from sftrace._cli.main import cli
+from sftrace._cli.otlp import register
 
 register(cli)
 

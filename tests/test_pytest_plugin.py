@@ -168,7 +168,7 @@ def test_importing_the_plugin_is_cheap() -> None:
     OpenTelemetry SDK or pydantic."""
     code = (
         "import sys, sftrace.pytest_plugin\n"
-        "heavy = {'opentelemetry.sdk.trace', 'pydantic', 'orjson', 'sftrace._replay_run'}\n"
+        "heavy = {'opentelemetry.sdk.trace', 'pydantic', 'orjson', 'sftrace._replay.run'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     result = subprocess.run(
@@ -195,9 +195,12 @@ def test_every_public_name_loads_lazily_from_the_module_typing_sees() -> None:
 
     tree = ast.parse(Path(sftrace.__file__).read_text())
     imported = {
-        alias.name: node.module
+        alias.name: node.module.removeprefix("sftrace.")
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module != "_version"
+        if isinstance(node, ast.ImportFrom)
+        and node.module is not None
+        and node.module.startswith("sftrace._")
+        and node.module != "sftrace._version"
         for alias in node.names
     }
     assert imported == sftrace._LAZY

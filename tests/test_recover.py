@@ -25,9 +25,9 @@ from click.testing import CliRunner
 
 import sftrace
 from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool
-from sftrace._cli import cli
-from sftrace._cli_safety import register
-from sftrace._format import HEADER_FILE, JOURNAL_FILE, PARTIAL_SUFFIX
+from sftrace._bundle.format import HEADER_FILE, JOURNAL_FILE, PARTIAL_SUFFIX
+from sftrace._cli.main import cli
+from sftrace._cli.safety import register
 
 register(cli)
 
@@ -324,7 +324,7 @@ def test_cli_recover_a_directory_recovers_every_unfinished_run(tmp_path: Path) -
 def test_cli_recover_errors_are_one_line_exit_2(tmp_path: Path, args: list[str]) -> None:
     """Nothing to recover: one line on stderr, exit status 2, no traceback."""
     result = subprocess.run(
-        [sys.executable, "-m", "sftrace._cli", *args],
+        [sys.executable, "-m", "sftrace._cli.main", *args],
         cwd=tmp_path,
         capture_output=True,
         text=True,

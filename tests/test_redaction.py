@@ -30,7 +30,7 @@ from sftrace import (
     replay_run,
     trace_tool,
 )
-from sftrace._attributes import REDACTIONS
+from sftrace._model.attributes import REDACTIONS
 
 
 @pytest.fixture
@@ -533,14 +533,14 @@ def test_configure_sets_the_rules_for_new_runs(tmp_path: Path) -> None:
     """configure(redaction=...) applies to the runs that follow; configuring again without
     it brings back the built-in rules."""
     configure(
-        tracer_provider=sftrace._config.get_state().provider,
+        tracer_provider=sftrace._record.config.get_state().provider,
         redaction=Redactor(keys=["amount"], builtins=False),
     )
     with record("pay", output=tmp_path / "a.sftrace"):
         charge(corpus.STRIPE.text, 12)
     call = load_bundle(tmp_path / "a.sftrace").calls[0]
     assert call.input == {"amount": "[REDACTED:sensitive_key]", "card_token": corpus.STRIPE.text}
-    configure(tracer_provider=sftrace._config.get_state().provider)
+    configure(tracer_provider=sftrace._record.config.get_state().provider)
     with record("pay", output=tmp_path / "b.sftrace"):
         charge(corpus.STRIPE.text, 12)
     call = load_bundle(tmp_path / "b.sftrace").calls[0]

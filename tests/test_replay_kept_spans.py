@@ -10,7 +10,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link
 
-from sftrace import _config, record, replay, trace_tool
+from sftrace import record, replay, trace_tool
+from sftrace._record import config as _config
 
 
 @trace_tool

@@ -10,7 +10,7 @@ import pytest
 
 from regress_helpers import DENIED, record_agent, write_agent
 from sftrace import SuiteError, load_suite
-from sftrace._suite import discover_suites, junit_xml, summary_line
+from sftrace._regress.suite import discover_suites, junit_xml, summary_line
 
 
 @pytest.fixture

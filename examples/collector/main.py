@@ -95,7 +95,7 @@ def rotel(forward_to: str, workdir: Path) -> Iterator[int]:
 
 def sftrace_cli(*args: str, cwd: Path | None = None) -> int:
     print(f"   $ sftrace {' '.join(args)}")
-    done = subprocess.run([sys.executable, "-m", "sftrace._cli", *args], cwd=cwd, check=False)
+    done = subprocess.run([sys.executable, "-m", "sftrace._cli.main", *args], cwd=cwd, check=False)
     return done.returncode
 
 

@@ -16,30 +16,20 @@
 import importlib as _importlib
 import typing as _typing
 
-from ._version import __version__
+from sftrace._version import __version__
 
 if _typing.TYPE_CHECKING:
-    from ._bundle import (
+    from sftrace._bundle.load import load_bundle
+    from sftrace._bundle.reader import (
         Bundle,
         Call,
         CallFailure,
         Manifest,
         StateChange,
-        load_bundle,
         validate_bundle,
     )
-    from ._compare import (
-        ComparisonPolicy,
-        Finding,
-        FindingCode,
-        Report,
-        Severity,
-        Verdict,
-        compare,
-        diff,
-    )
-    from ._config import configure
-    from ._errors import (
+    from sftrace._bundle.recover import recover_bundle
+    from sftrace._errors import (
         BundleError,
         ConfigError,
         IncompleteReplayError,
@@ -52,47 +42,57 @@ if _typing.TYPE_CHECKING:
         SuiteError,
         TraceSerializationError,
     )
-    from ._expectations import ArgumentsExpectation, Expectations, load_expectations
-    from ._exporter import BundleSpanExporter
-    from ._interchange import (
+    from sftrace._export.bundle_exporter import BundleSpanExporter
+    from sftrace._export.interchange import (
         ImportedRun,
         ImportResult,
         PushResult,
         import_otlp_files,
         push_bundles,
     )
-    from ._llm import LLMCallHandle, allm_request, llm_request
-    from ._policy import MatchMode, ReplayMode, ReplayPolicy
-    from ._record import RecordingSession, record
-    from ._recover import recover_bundle
-    from ._redaction import Redaction, Redactor
-    from ._replay import ReplaySession, replay
-    from ._replay_controller import MatchedCall
-    from ._replay_processor import ReplaySpanProcessor
-    from ._replay_run import ReplayResult, areplay_run, replay_run
-    from ._suite import CaseResult, Suite, SuiteCase, load_suite
-    from ._tool import trace_tool
+    from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
+    from sftrace._record.config import configure
+    from sftrace._record.llm import LLMCallHandle, allm_request, llm_request
+    from sftrace._record.redaction import Redaction, Redactor
+    from sftrace._record.session import RecordingSession, record
+    from sftrace._record.tool import trace_tool
+    from sftrace._regress.compare import (
+        ComparisonPolicy,
+        Finding,
+        FindingCode,
+        Report,
+        Severity,
+        Verdict,
+        compare,
+        diff,
+    )
+    from sftrace._regress.expectations import ArgumentsExpectation, Expectations, load_expectations
+    from sftrace._regress.suite import CaseResult, Suite, SuiteCase, load_suite
+    from sftrace._replay.controller import MatchedCall
+    from sftrace._replay.processor import ReplaySpanProcessor
+    from sftrace._replay.run import ReplayResult, areplay_run, replay_run
+    from sftrace._replay.session import ReplaySession, replay
 
 # Public name -> the private module defining it. Each module is imported on first use,
 # so ``import sftrace`` stays cheap (pytest imports the sftrace plugin in every session).
 # Add a public name here, in the TYPE_CHECKING imports above, and in __all__ below.
 _LAZY: dict[str, str] = {
-    "Bundle": "_bundle",
-    "Call": "_bundle",
-    "CallFailure": "_bundle",
-    "Manifest": "_bundle",
-    "StateChange": "_bundle",
-    "load_bundle": "_bundle",
-    "validate_bundle": "_bundle",
-    "ComparisonPolicy": "_compare",
-    "Finding": "_compare",
-    "FindingCode": "_compare",
-    "Report": "_compare",
-    "Severity": "_compare",
-    "Verdict": "_compare",
-    "compare": "_compare",
-    "diff": "_compare",
-    "configure": "_config",
+    "Bundle": "_bundle.reader",
+    "Call": "_bundle.reader",
+    "CallFailure": "_bundle.reader",
+    "Manifest": "_bundle.reader",
+    "StateChange": "_bundle.reader",
+    "load_bundle": "_bundle.load",
+    "validate_bundle": "_bundle.reader",
+    "ComparisonPolicy": "_regress.compare",
+    "Finding": "_regress.compare",
+    "FindingCode": "_regress.compare",
+    "Report": "_regress.compare",
+    "Severity": "_regress.compare",
+    "Verdict": "_regress.compare",
+    "compare": "_regress.compare",
+    "diff": "_regress.compare",
+    "configure": "_record.config",
     "BundleError": "_errors",
     "ConfigError": "_errors",
     "IncompleteReplayError": "_errors",
@@ -104,38 +104,38 @@ _LAZY: dict[str, str] = {
     "SftraceError": "_errors",
     "SuiteError": "_errors",
     "TraceSerializationError": "_errors",
-    "ArgumentsExpectation": "_expectations",
-    "Expectations": "_expectations",
-    "load_expectations": "_expectations",
-    "BundleSpanExporter": "_exporter",
-    "ImportResult": "_interchange",
-    "ImportedRun": "_interchange",
-    "PushResult": "_interchange",
-    "import_otlp_files": "_interchange",
-    "push_bundles": "_interchange",
-    "LLMCallHandle": "_llm",
-    "allm_request": "_llm",
-    "llm_request": "_llm",
-    "MatchMode": "_policy",
-    "ReplayMode": "_policy",
-    "ReplayPolicy": "_policy",
-    "RecordingSession": "_record",
-    "record": "_record",
-    "recover_bundle": "_recover",
-    "Redaction": "_redaction",
-    "Redactor": "_redaction",
-    "ReplaySession": "_replay",
-    "replay": "_replay",
-    "MatchedCall": "_replay_controller",
-    "ReplaySpanProcessor": "_replay_processor",
-    "ReplayResult": "_replay_run",
-    "areplay_run": "_replay_run",
-    "replay_run": "_replay_run",
-    "CaseResult": "_suite",
-    "Suite": "_suite",
-    "SuiteCase": "_suite",
-    "load_suite": "_suite",
-    "trace_tool": "_tool",
+    "ArgumentsExpectation": "_regress.expectations",
+    "Expectations": "_regress.expectations",
+    "load_expectations": "_regress.expectations",
+    "BundleSpanExporter": "_export.bundle_exporter",
+    "ImportResult": "_export.interchange",
+    "ImportedRun": "_export.interchange",
+    "PushResult": "_export.interchange",
+    "import_otlp_files": "_export.interchange",
+    "push_bundles": "_export.interchange",
+    "LLMCallHandle": "_record.llm",
+    "allm_request": "_record.llm",
+    "llm_request": "_record.llm",
+    "MatchMode": "_model.policy",
+    "ReplayMode": "_model.policy",
+    "ReplayPolicy": "_model.policy",
+    "RecordingSession": "_record.session",
+    "record": "_record.session",
+    "recover_bundle": "_bundle.recover",
+    "Redaction": "_record.redaction",
+    "Redactor": "_record.redaction",
+    "ReplaySession": "_replay.session",
+    "replay": "_replay.session",
+    "MatchedCall": "_replay.controller",
+    "ReplaySpanProcessor": "_replay.processor",
+    "ReplayResult": "_replay.run",
+    "areplay_run": "_replay.run",
+    "replay_run": "_replay.run",
+    "CaseResult": "_regress.suite",
+    "Suite": "_regress.suite",
+    "SuiteCase": "_regress.suite",
+    "load_suite": "_regress.suite",
+    "trace_tool": "_record.tool",
 }
 
 __all__ = [

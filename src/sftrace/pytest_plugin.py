@@ -33,9 +33,9 @@ import pytest
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
-    from ._bundle import Bundle
-    from ._replay_run import Entrypoint, ReplayResult
-    from ._suite import CaseResult, SuiteCase
+    from sftrace._bundle.reader import Bundle
+    from sftrace._regress.suite import CaseResult, SuiteCase
+    from sftrace._replay.run import Entrypoint, ReplayResult
 
 __all__ = ["Replayer", "sftrace_replay"]
 
@@ -64,7 +64,7 @@ class Replayer:
         **options: Any,
     ) -> ReplayResult:
         """Replay ``bundle`` against ``entrypoint`` (options as ``sftrace.replay_run``)."""
-        from ._replay_run import replay_run
+        from sftrace._replay.run import replay_run
 
         return replay_run(self._bundle(bundle), entrypoint, **options)
 
@@ -75,7 +75,7 @@ class Replayer:
         **options: Any,
     ) -> ReplayResult:
         """The async form, for async tests: awaits the entrypoint in the running loop."""
-        from ._replay_run import areplay_run
+        from sftrace._replay.run import areplay_run
 
         return await areplay_run(self._bundle(bundle), entrypoint, **options)
 
@@ -107,8 +107,8 @@ class SuiteFile(pytest.File):
     """A suite file: validated as a whole, then one item per case."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from ._errors import SftraceError
-        from ._suite import load_suite
+        from sftrace._errors import SftraceError
+        from sftrace._regress.suite import load_suite
 
         try:
             suite = load_suite(self.path)

@@ -35,14 +35,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from . import _config
-from . import _expectations as _expect
-from ._bundle import Bundle, Call
-from ._compare import ComparisonPolicy, Report, compare, expected_output_report
-from ._expectations import Expectations
+from sftrace._bundle.reader import Bundle, Call
+from sftrace._record import config as _config
+from sftrace._regress import expectations as _expect
+from sftrace._regress.compare import ComparisonPolicy, Report, compare, expected_output_report
+from sftrace._regress.expectations import Expectations
 
 if TYPE_CHECKING:
-    from ._replay_run import ReplayResult
+    from sftrace._replay.run import ReplayResult
 
 __all__ = [
     "SequentialIdGenerator",
@@ -200,7 +200,7 @@ def assert_max_calls(
 def assert_status(result: ReplayResult | Bundle, status: str) -> None:
     """The run ended ``"completed"`` or ``"failed"``."""
     __tracebackhide__ = True
-    from ._compare import as_run
+    from sftrace._regress.compare import as_run
 
     run = as_run(result, "replayed")
     if run.status != status:

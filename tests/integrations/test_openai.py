@@ -25,7 +25,7 @@ from sftrace import (
     replay,
     trace_tool,
 )
-from sftrace._jsondiff import MISSING
+from sftrace._model.jsondiff import MISSING
 from sftrace.integrations.openai import instrument, instrument_all, uninstrument_all
 
 QUESTION = "Where is my parcel 42?"

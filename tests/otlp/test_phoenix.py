@@ -12,7 +12,7 @@ from otlp_components import Phoenix
 import sftrace
 from interchange_helpers import failing_agent
 from sftrace import record
-from sftrace._config import get_state
+from sftrace._record.config import get_state
 
 pytestmark = [pytest.mark.otlp, pytest.mark.slow]
 INGEST_TIMEOUT_S = 60.0

@@ -20,9 +20,9 @@ from interchange_helpers import (
     replay_summary,
 )
 from sftrace import load_bundle, record
-from sftrace._cli import cli
-from sftrace._cli_otlp import register
-from sftrace._config import get_state
+from sftrace._cli.main import cli
+from sftrace._cli.otlp import register
+from sftrace._record.config import get_state
 
 pytestmark = pytest.mark.otlp
 register(cli)

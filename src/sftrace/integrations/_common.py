@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
-from .._boundary import BoundaryCall
-from .._errors import BundleError, ConfigError
-from .._internal import internal_error
-from .._policy import ReplayPolicy
-from .._serialize import canonical, dumps, to_json
+from sftrace._errors import BundleError, ConfigError
+from sftrace._internal import internal_error
+from sftrace._model.policy import ReplayPolicy
+from sftrace._model.serialize import canonical, dumps, to_json
+from sftrace._record.boundary import BoundaryCall
 
 JSON = Any
 

@@ -19,11 +19,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from .._boundary import BoundaryCall
-from .._internal import internal_error, log_once
-from .._llm import _spec
-from .._run import current_run
-from ._common import (
+from sftrace._internal import internal_error, log_once
+from sftrace._record.boundary import BoundaryCall
+from sftrace._record.llm import llm_spec
+from sftrace._record.run import current_run
+from sftrace.integrations._common import (
     JSON,
     WRAPPED,
     ClassPatches,
@@ -243,7 +243,7 @@ def _begin(
     kwargs = materialize(kwargs)
     model = kwargs.get("model")
     model_name = str(model) if model is not None and not is_not_given(model) else "unknown"
-    spec = _spec(provider, model_name, options.policy, None)
+    spec = llm_spec(provider, model_name, options.policy, None)
     input_json = request_json(kwargs, options, what=f"{provider} {endpoint.name} request")
     return BoundaryCall(run, spec, input_json), kwargs
 

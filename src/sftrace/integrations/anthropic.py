@@ -70,11 +70,11 @@ from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamMana
 from anthropic.resources.messages import AsyncMessages, Messages
 from anthropic.types import Message, RawMessageStreamEvent
 
-from .._errors import ConfigError
-from .._policy import ReplayPolicy
-from .._run import current_run
-from ._common import JSON, ClassPatches, Options, inside_call, summary
-from ._sdk import (
+from sftrace._errors import ConfigError
+from sftrace._model.policy import ReplayPolicy
+from sftrace._record.run import current_run
+from sftrace.integrations._common import JSON, ClassPatches, Options, inside_call, summary
+from sftrace.integrations._sdk import (
     Endpoint,
     call_async,
     call_sync,

@@ -69,12 +69,12 @@ from langchain_core.runnables import Runnable, RunnableBinding
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import ConfigDict
 
-from .._boundary import BoundaryCall, BoundarySpec, call_async, call_sync
-from .._errors import ConfigError, RecordedDependencyError
-from .._llm import _spec
-from .._policy import ReplayPolicy
-from .._run import ActiveRun, current_run
-from ._common import (
+from sftrace._errors import ConfigError, RecordedDependencyError
+from sftrace._model.policy import ReplayPolicy
+from sftrace._record.boundary import BoundaryCall, BoundarySpec, call_async, call_sync
+from sftrace._record.llm import llm_spec
+from sftrace._record.run import ActiveRun, current_run
+from sftrace.integrations._common import (
     JSON,
     Options,
     StreamRecorder,
@@ -275,7 +275,7 @@ class TracedChatModel(BaseChatModel):
             request["stop"] = stop
         request.update(kwargs)
         input_json = request_json(request, options, what=f"{provider}/{model} request")
-        return BoundaryCall(run, _spec(provider, model, options.policy, None), input_json)
+        return BoundaryCall(run, llm_spec(provider, model, options.policy, None), input_json)
 
     def _inner_kwargs(self, method: str, run_manager: Any, kwargs: dict[str, Any]) -> Any:
         if run_manager is not None and _accepts_run_manager(type(self.inner), method):

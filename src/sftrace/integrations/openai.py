@@ -65,10 +65,10 @@ from openai import AsyncOpenAI, AsyncStream, OpenAI, Stream
 from openai.resources.chat import AsyncCompletions, Completions
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from .._errors import ConfigError
-from .._policy import ReplayPolicy
-from ._common import JSON, ClassPatches, Options, summary
-from ._sdk import (
+from sftrace._errors import ConfigError
+from sftrace._model.policy import ReplayPolicy
+from sftrace.integrations._common import JSON, ClassPatches, Options, summary
+from sftrace.integrations._sdk import (
     Endpoint,
     declare_sdk,
     first_model,

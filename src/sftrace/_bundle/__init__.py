@@ -1,0 +1,1 @@
+"""bundle layer of sftrace (private)."""

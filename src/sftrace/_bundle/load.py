@@ -1,0 +1,32 @@
+"""``load_bundle``: a finished bundle, or (when allowed) an interrupted recording."""
+
+from __future__ import annotations
+
+import os
+
+from sftrace._bundle.reader import Bundle, bundle_root, load_finished_bundle
+from sftrace._bundle.recover import find_partial, read_partial
+
+
+def load_bundle(
+    path: str | os.PathLike[str], *, verify_integrity: bool = False, allow_partial: bool = False
+) -> Bundle:
+    """Load and validate the bundle at ``path``.
+
+    ``verify_integrity``: also check every file against ``checksums.sha256`` (this
+    shows a change since the bundle was written; it is not a signature).
+    ``allow_partial``: ``path`` may also be an unfinished recording left by a process
+    that died (its hidden ``.partial`` directory, or the bundle path it was recording
+    to); it is recovered in memory as ``sftrace recover`` would (status
+    ``interrupted``, notes saying what was lost), and nothing is written.
+
+    Loading never executes anything from the bundle, never follows a symbolic link
+    inside it, and refuses files and lines over the size limits. Raises ``BundleError``
+    naming the file (and line) and the problem.
+    """
+    root = bundle_root(path)
+    if allow_partial:
+        partial = find_partial(root)
+        if partial is not None:
+            return read_partial(partial).bundle()
+    return load_finished_bundle(root, verify_integrity=verify_integrity)

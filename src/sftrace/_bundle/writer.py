@@ -1,0 +1,246 @@
+"""Writing a bundle: a journal while the run goes on, an atomic rename when it ends.
+
+While a run is recorded its bundle lives in a hidden sibling directory
+``.<name>.sftrace.<run_id>.partial/`` holding ``header.json`` (who the run is) and
+``journal.jsonl`` (one span per line, appended as each span ends, so a killed process
+leaves every finished span on disk). When the run ends the spans are rewritten in the
+order their boundaries were reached, the manifest and digests are written, every file
+and the directory are fsynced, and the directory is renamed into place. A reader never
+sees a half-written bundle under the final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+from sftrace._bundle.format import (
+    CHECKSUMS_FILE,
+    HEADER_FILE,
+    JOURNAL_FILE,
+    MANIFEST_FILE,
+    PARTIAL_SUFFIX,
+    SPANS_FILE,
+)
+
+# Spans are ordered by start time (the order boundaries were reached, parents before
+# children), then by sequence number; spans that are not boundaries sort after
+# boundaries that started at the same instant.
+_UNSEQUENCED = 1 << 62
+
+
+def _lock(fd: int) -> None:
+    if fcntl is None:
+        return
+    # On a file system without locks, recovery just cannot tell a live run.
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def partial_dir_for(final_path: Path, run_id: str) -> Path:
+    return final_path.parent / f".{final_path.name}.{run_id}{PARTIAL_SUFFIX}"
+
+
+def write_file_durably(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def dump_manifest(manifest: dict[str, Any]) -> bytes:
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def checksums_text(digests: dict[str, str]) -> bytes:
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(digests.items())).encode()
+
+
+class BundleWriter:
+    """Journals the spans of one run and turns them into a finished bundle."""
+
+    def __init__(self, partial_dir: Path, header: dict[str, Any]) -> None:
+        self.partial_dir = partial_dir
+        partial_dir.parent.mkdir(parents=True, exist_ok=True)
+        # The directory appears with its header already inside (made under another name,
+        # then renamed), so a process killed at any moment never leaves a journal
+        # directory that does not say which run it holds.
+        creating = partial_dir.with_name(partial_dir.name + ".creating")
+        creating.mkdir()
+        try:
+            write_file_durably(creating / HEADER_FILE, dump_manifest(header))
+            fsync_directory(creating)
+            os.rename(creating, partial_dir)
+        except BaseException:
+            shutil.rmtree(creating, ignore_errors=True)
+            raise
+        fsync_directory(partial_dir.parent)
+        # Unbuffered: every span line is handed to the OS as soon as the span ends.
+        self._journal = open(partial_dir / JOURNAL_FILE, "ab", buffering=0)  # noqa: SIM115
+        # Held while the run records: `sftrace recover` refuses a journal a live process
+        # holds. The kernel releases it when the process dies, however it dies.
+        _lock(self._journal.fileno())
+        self._index: list[tuple[int, int, int, int]] = []
+        self._offset = 0
+        # True after a write failed part-way: the journal may end with half a line.
+        self.torn = False
+
+    def append(self, line: bytes, start_time: int, seq: int | None) -> None:
+        """Journal one span line. Raises ``OSError`` (a full disk...); the journal then
+        stays readable: the next line starts on a line of its own."""
+        data = line + b"\n"
+        lead = 1 if self.torn else 0
+        if lead:
+            data = b"\n" + data  # end the line a failed write left half-written
+        try:
+            written = self._journal.write(data) or 0
+            if written < len(data):  # a short write (rare): write the rest
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[self._journal.write(view) or 0 :]
+        except OSError:
+            self.torn = True
+            with contextlib.suppress(OSError):
+                self._offset = os.fstat(self._journal.fileno()).st_size
+            raise
+        self.torn = False
+        order = seq if seq is not None else _UNSEQUENCED
+        self._index.append((start_time, order, self._offset + lead, len(data) - lead))
+        self._offset += len(data)
+
+    def close(self) -> None:
+        if not self._journal.closed:
+            self._journal.close()
+
+    def finalize(self, manifest: dict[str, Any], final_path: Path, *, overwrite: bool) -> Path:
+        """Write the finished bundle and move it to ``final_path``; return that path."""
+        self.close()
+        partial = self.partial_dir
+        spans_digest = self._write_ordered_spans(partial / SPANS_FILE)
+        manifest_bytes = dump_manifest(manifest)
+        write_file_durably(partial / MANIFEST_FILE, manifest_bytes)
+        digests = {
+            MANIFEST_FILE: hashlib.sha256(manifest_bytes).hexdigest(),
+            SPANS_FILE: spans_digest,
+        }
+        write_file_durably(partial / CHECKSUMS_FILE, checksums_text(digests))
+        (partial / JOURNAL_FILE).unlink()
+        (partial / HEADER_FILE).unlink()
+        fsync_directory(partial)
+        place_directory(partial, final_path, overwrite=overwrite)
+        return final_path
+
+    def discard(self) -> None:
+        self.close()
+        shutil.rmtree(self.partial_dir, ignore_errors=True)
+
+    def _write_ordered_spans(self, target: Path) -> str:
+        self._index.sort()
+        digest = hashlib.sha256()
+        journal_fd = os.open(self.partial_dir / JOURNAL_FILE, os.O_RDONLY)
+        try:
+            with open(target, "wb", buffering=1024 * 1024) as out:
+                for _, _, offset, length in self._index:
+                    chunk = os.pread(journal_fd, length, offset)
+                    digest.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+        finally:
+            os.close(journal_fd)
+        return digest.hexdigest()
+
+
+def place_directory(source: Path, target: Path, *, overwrite: bool) -> None:
+    """Rename ``source`` to ``target`` atomically, replacing an existing bundle if asked.
+
+    Replacing uses ``renameat2(RENAME_EXCHANGE)`` where available, so there is no
+    moment without a valid bundle at ``target``; elsewhere it falls back to two renames.
+    """
+    parent = target.parent
+    if overwrite and target.exists():
+        if target.is_dir() and not target.is_symlink() and _exchange(source, target):
+            shutil.rmtree(source)  # now holds the old bundle
+        else:
+            backup = parent / f".{target.name}.replaced{PARTIAL_SUFFIX}"
+            shutil.rmtree(backup, ignore_errors=True)
+            os.rename(target, backup)
+            os.rename(source, target)
+            if backup.is_dir() and not backup.is_symlink():
+                shutil.rmtree(backup)
+            else:
+                backup.unlink()
+    else:
+        try:
+            os.rename(source, target)  # replaces an empty directory only
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise FileExistsError(errno.EEXIST, "bundle already exists", str(target)) from exc
+            raise
+    fsync_directory(parent)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_libc: Any = None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            _libc.renameat2  # noqa: B018  (missing on non-glibc systems)
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc is False:
+        return False
+    result = _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return bool(result == 0)
+
+
+def check_bundle_target(
+    path: Path, *, overwrite: bool, purpose: str, overwrite_hint: str = "pass overwrite=True"
+) -> None:
+    """Refuse to write a bundle over something that is not one, or over one unasked.
+
+    ``purpose`` says what is being written, for the message ("write the bundle",
+    "save the replay"); ``overwrite_hint`` how to allow replacing (the CLI's flag).
+    Raises ``BundleError``.
+    """
+    from sftrace._errors import BundleError
+
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise BundleError(
+            f"cannot {purpose} to {str(path)!r}: it exists and is not a bundle directory; "
+            f"choose another path",
+            path=str(path),
+        )
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise BundleError(
+            f"cannot {purpose} to {str(path)!r}: a bundle already exists there; "
+            f"{overwrite_hint} to replace it, or choose another path",
+            path=str(path),
+        )

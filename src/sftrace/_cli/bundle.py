@@ -1,0 +1,241 @@
+"""``sftrace inspect`` and ``sftrace validate``: look at a bundle, check a bundle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+from rich.text import Text
+from rich.tree import Tree
+
+from sftrace._bundle.load import load_bundle
+from sftrace._bundle.reader import Bundle, Call, check_bundle
+from sftrace._cli.main import EXIT_CHANGED, bad_input_policy, one_line
+
+# How many calls the tree shows by default; --limit 0 shows all, --json always gives all.
+DEFAULT_TREE_LIMIT = 500
+PREVIEW_CHARS = 160
+
+_STATUS_STYLES = {"completed": "bold green", "failed": "bold red", "interrupted": "bold yellow"}
+
+
+def register(group: click.Group) -> None:
+    group.add_command(inspect_command)
+    group.add_command(validate_command)
+
+
+# --- inspect ------------------------------------------------------------------------
+
+
+@click.command("inspect")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON document instead of a tree.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=DEFAULT_TREE_LIMIT,
+    show_default=True,
+    help="Show at most this many calls in the tree (0: all). --json always lists every call.",
+)
+def inspect_command(bundle: Path, as_json: bool, limit: int) -> None:
+    """Show a recorded run: its status, totals, and every call nested under its parent."""
+    with bad_input_policy():
+        loaded = load_bundle(bundle)
+    parents = call_parents(loaded)
+    if as_json:
+        click.echo(orjson.dumps(inspect_document(loaded, parents), option=orjson.OPT_INDENT_2))
+        return
+    # Header lines wrap at the terminal; tree lines are cut to its width.
+    console = Console(highlight=False, soft_wrap=True)
+    for line in _header(loaded):
+        console.print(line)
+    console.print(_tree(loaded, parents, limit))
+    shown = len(loaded.calls) if limit == 0 else min(limit, len(loaded.calls))
+    if shown < len(loaded.calls):
+        console.print(
+            Text(
+                f"... {len(loaded.calls) - shown} more calls not shown (of {len(loaded.calls)}); "
+                f"use --limit 0 to show all, or --json",
+                style="dim",
+            )
+        )
+
+
+def call_parents(bundle: Bundle) -> dict[int, int | None]:
+    """Each call's parent call (by seq), or None when the run itself is its parent.
+
+    A call nested in a non-boundary span (say, the application's own span inside a tool)
+    belongs to the nearest call above it. Spans come parents first, so one pass suffices.
+    """
+    by_span_id = {call.span_id: call for call in bundle.calls}
+    nearest: dict[str, int | None] = {}  # span id -> seq of the nearest call at or above it
+    parents: dict[int, int | None] = {}
+    for span in bundle.spans:
+        span_id = span["spanId"]
+        parent_id = span.get("parentSpanId") or None
+        above = nearest.get(parent_id) if parent_id is not None else None
+        call = by_span_id.get(span_id)
+        if call is None:
+            nearest[span_id] = above
+        else:
+            nearest[span_id] = call.seq
+            parents[call.seq] = above
+    return parents
+
+
+def inspect_document(bundle: Bundle, parents: dict[int, int | None]) -> dict[str, Any]:
+    """The JSON form of ``inspect``: keys in a fixed order, every call."""
+    return {
+        "path": str(bundle.path) if bundle.path is not None else None,
+        "manifest": bundle.manifest.model_dump(mode="json"),
+        "run_input": bundle.run_input,
+        "has_run_input": bundle.has_run_input,
+        "output": bundle.output,
+        "has_output": bundle.has_output,
+        "state_changes": [
+            {"key": change.key, "before": change.before, "after": change.after}
+            for change in bundle.state_changes
+        ],
+        "calls": [_call_document(call, parents.get(call.seq)) for call in bundle.calls],
+    }
+
+
+def _call_document(call: Call, parent: int | None) -> dict[str, Any]:
+    error = call.error
+    return {
+        "seq": call.seq,
+        "kind": call.kind,
+        "name": call.name,
+        "provider": call.provider,
+        "policy": call.policy,
+        "parent": parent,
+        "input": call.input,
+        "output": call.output,
+        "error": None if error is None else {"type": error.type, "message": error.message},
+        "duration_ms": round(call.duration_ms, 3),
+        "span_id": call.span_id,
+        "parent_span_id": call.parent_span_id,
+    }
+
+
+def _header(bundle: Bundle) -> list[Text]:
+    manifest, totals = bundle.manifest, bundle.manifest.totals
+    title = Text.assemble(
+        (manifest.agent_name, "bold"),
+        "  run ",
+        manifest.run_id,
+        "  ",
+        (manifest.status, _STATUS_STYLES.get(manifest.status, "bold")),
+    )
+    lines = [title]
+    failure = manifest.failure
+    if failure is not None and (failure.type or failure.message):
+        step = f" (at call #{failure.step})" if failure.step is not None else ""
+        lines.append(
+            Text.assemble(
+                "  failure: ",
+                (f"{failure.type or '?'}: {_clip(failure.message or '')}", "red"),
+                step,
+            )
+        )
+    tokens = (
+        f", {totals.total_tokens} tokens ({totals.input_tokens} in, {totals.output_tokens} out)"
+        if totals.total_tokens or totals.input_tokens or totals.output_tokens
+        else ""
+    )
+    cost = f", ${totals.cost_usd:.4f}" if totals.cost_usd else ""
+    lines.append(
+        Text(
+            f"  {len(bundle.calls)} calls ({totals.tool_calls} tool, {totals.llm_calls} llm), "
+            f"{totals.spans} spans{tokens}{cost}, {totals.duration_ms:.1f} ms"
+        )
+    )
+    if bundle.has_run_input:
+        lines.append(_preview_line("  input: ", bundle.run_input))
+    if bundle.has_output:
+        lines.append(_preview_line("  output: ", bundle.output))
+    if bundle.state_changes:
+        lines.append(Text(f"  {len(bundle.state_changes)} state changes"))
+    if manifest.replay_of:
+        lines.append(Text(f"  replay of run {manifest.replay_of}"))
+    return lines
+
+
+def _tree(bundle: Bundle, parents: dict[int, int | None], limit: int) -> Tree:
+    run_name = bundle.run_span.get("name") or f"invoke_agent {bundle.agent_name}"
+    root = Tree(Text(str(run_name), style="bold"), guide_style="dim")
+    nodes: dict[int, Tree] = {}
+    calls = bundle.calls if limit == 0 else bundle.calls[:limit]
+    for call in calls:
+        parent = parents.get(call.seq)
+        # A parent is reached before its children, so it has a lower seq and is shown
+        # whenever the child is; fall back to the run if a damaged file says otherwise.
+        under = nodes.get(parent, root) if parent is not None else root
+        nodes[call.seq] = under.add(_call_label(call))
+    return root
+
+
+def _call_label(call: Call) -> Text:
+    """``#seq kind name  duration``, then one line each for the input and the output or
+    error, each cut to one line (the full values are in ``--json``)."""
+    label = Text(no_wrap=True, overflow="ellipsis")
+    label.append(f"#{call.seq} ", style="bold")
+    label.append(call.kind, style="magenta" if call.kind == "llm" else "cyan")
+    label.append(" ")
+    label.append(f"{call.provider}/{call.name}" if call.provider else call.name, style="bold")
+    label.append(f"  {_duration(call.duration_ms)}", style="dim")
+    if call.policy != "frozen":
+        label.append(f"  policy {call.policy}", style="yellow")
+    label.append(f"\nin  {_clip(call.input_json)}", style="dim")
+    if call.error is not None:
+        label.append(f"\nerror {call.error.type}: {_clip(call.error.message)}", style="red")
+    elif call.output_json is not None:
+        label.append(f"\nout {_clip(call.output_json)}", style="dim")
+    return label
+
+
+def _duration(ms: float) -> str:
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
+def _preview_line(prefix: str, value: Any) -> Text:
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return Text.assemble(prefix, (_clip(text), "dim"), no_wrap=True, overflow="ellipsis")
+
+
+def _clip(text: str, width: int = PREVIEW_CHARS) -> str:
+    """One line, at most ``width`` characters."""
+    text = one_line(text) if "\n" in text else text
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# --- validate -----------------------------------------------------------------------
+
+
+@click.command("validate")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option(
+    "--verify-integrity",
+    is_flag=True,
+    help="Also check every file against the SHA-256 digests in checksums.sha256.",
+)
+def validate_command(bundle: Path, verify_integrity: bool) -> None:
+    """Check a bundle. Exit 0 valid, 1 invalid (one problem per line), 2 unreadable."""
+    with bad_input_policy():
+        loaded, problems = check_bundle(bundle, verify_integrity=verify_integrity)
+    if problems:
+        for problem in problems:
+            click.echo(one_line(problem))
+        click.echo(f"sftrace: {str(bundle)!r} is invalid ({len(problems)} problems)", err=True)
+        raise click.exceptions.Exit(EXIT_CHANGED)
+    assert loaded is not None  # no problems means it loaded
+    totals = loaded.manifest.totals
+    checked = "digests verified" if verify_integrity else "digests not checked"
+    click.echo(
+        f"valid: {bundle}: {loaded.manifest.status} run of {loaded.agent_name!r}, "
+        f"{len(loaded.calls)} calls ({totals.tool_calls} tool, {totals.llm_calls} llm), "
+        f"{len(loaded.spans)} spans; {checked}"
+    )

@@ -1,0 +1,103 @@
+"""The ``sftrace`` command line. Loaded only when the command runs (click, rich).
+
+Every command lives in a ``_cli/<area>.py`` module exposing ``register(group)``; this
+module owns the group, ``--debug`` and the error policy: bad input prints one line on
+stderr and exits 2 (``--debug`` shows the traceback), never a bare traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+
+import click
+
+from sftrace._errors import SftraceError
+from sftrace._version import __version__
+
+# Modules that add commands to the group, in help order.
+_COMMAND_MODULES: tuple[str, ...] = (
+    "bundle",
+    "replay",
+    "regress",
+    "otlp",
+    "safety",
+)
+
+EXIT_OK = 0
+EXIT_CHANGED = 1  # invalid bundle, divergence, behaviour changed, a failing case
+EXIT_BAD_INPUT = 2
+
+
+class CliState:
+    """Options of the group, shared with subcommands through click's context."""
+
+    def __init__(self, debug: bool) -> None:
+        self.debug = debug
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sftrace")
+@click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Record AI agent runs as OpenTelemetry spans and replay them as offline tests."""
+    ctx.obj = CliState(debug)
+
+
+def _register_commands() -> None:
+    for name in _COMMAND_MODULES:
+        importlib.import_module(f"sftrace._cli.{name}").register(cli)
+
+
+def one_line(message: str) -> str:
+    """Collapse a (possibly multi-line) message into one line."""
+    return " | ".join(part.strip() for part in message.strip().splitlines() if part.strip())
+
+
+@contextlib.contextmanager
+def bad_input_policy() -> Iterator[None]:
+    """Apply ``main``'s error policy inside a command (one line, exit 2), so that it also
+    holds when the command runs without ``main`` (e.g. under ``click.testing.CliRunner``)."""
+    try:
+        yield
+    except (SftraceError, OSError) as exc:
+        state = click.get_current_context().find_object(CliState)
+        if state is not None and state.debug:
+            traceback.print_exc()
+        click.echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
+        raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``sftrace`` command."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    _register_commands()
+    try:
+        code = cli.main(args=args, prog_name="sftrace", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        code = EXIT_BAD_INPUT if isinstance(exc, click.UsageError) else exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("sftrace: aborted", err=True)
+        code = 130
+    except (SftraceError, OSError) as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
+        code = EXIT_BAD_INPUT
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    # `python -m sftrace._cli.main` runs a second copy of this module; use the package's own,
+    # which the command modules share (its CliState carries --debug to them).
+    from sftrace._cli.main import main as package_main
+
+    package_main()

@@ -1,0 +1,119 @@
+"""``sftrace push`` and ``sftrace import``: bundles to and from OpenTelemetry collectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, bad_input_policy
+from sftrace._export.interchange import exporter_logs_silenced, import_otlp_files, push_bundles
+from sftrace._export.otlp import PROTOCOLS
+
+
+def register(group: click.Group) -> None:
+    group.add_command(push_command)
+    group.add_command(import_command)
+
+
+def _header(value: str) -> tuple[str, str]:
+    key, sep, rest = value.partition("=")
+    if not sep or not key.strip():
+        raise click.BadParameter(f"expected KEY=VALUE, got {value!r}")
+    return key.strip(), rest
+
+
+@click.command("push")
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--endpoint",
+    metavar="URL",
+    help="Collector URL, e.g. http://127.0.0.1:4318 (HTTP) or http://127.0.0.1:4317 (gRPC). "
+    "Default: $SFTRACE_OTLP_ENDPOINT, $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+    "$OTEL_EXPORTER_OTLP_ENDPOINT, else OpenTelemetry's local default.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    help="OTLP protocol. Default: $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.",
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A header for every request (repeatable). Default: $OTEL_EXPORTER_OTLP_HEADERS.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds per request. Default: $OTEL_EXPORTER_OTLP_TIMEOUT, else 10.",
+)
+def push_command(
+    bundles: tuple[Path, ...],
+    endpoint: str | None,
+    protocol: str | None,
+    headers: tuple[str, ...],
+    timeout: float | None,
+) -> None:
+    """Send recorded bundles to an OTLP collector, with their original ids and timestamps."""
+    parsed: dict[str, str] | None = None
+    if headers:
+        try:
+            parsed = dict(_header(value) for value in headers)
+        except click.BadParameter as exc:
+            exc.param_hint = "'--header'"
+            raise
+    with bad_input_policy(), exporter_logs_silenced():
+        results = push_bundles(
+            bundles, endpoint=endpoint, protocol=protocol, headers=parsed, timeout=timeout
+        )
+    failed = 0
+    for result in results:
+        if result.ok:
+            click.echo(f"pushed {result.bundle} (run {result.run_id}, {result.spans} spans)")
+        else:
+            failed += 1
+            click.echo(f"sftrace: error: {result.error}", err=True)
+    if failed:
+        raise click.exceptions.Exit(EXIT_CHANGED)
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write the bundles to (created if missing).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace bundles that already exist.")
+def import_command(files: tuple[Path, ...], output: Path, overwrite: bool) -> None:
+    """Turn the collector's file-exporter output (OTLP/JSON lines) into bundles, one per run.
+
+    Exit status: 0 when every run found was written, 1 when some were skipped (the reason
+    is printed), 2 when a file cannot be read or holds no sftrace run.
+    """
+    with bad_input_policy():
+        result = import_otlp_files(files, output=output, overwrite=overwrite)
+    for run in result.runs:
+        if run.path is not None:
+            click.echo(f"imported {run.path} (run {run.run_id}, {run.spans} spans)")
+        else:
+            click.echo(f"skipped run {run.run_id} (trace {run.trace_id}): {run.problem}", err=True)
+    summary = (
+        f"{len(result.written)} bundle(s) written, {len(result.skipped)} run(s) skipped, "
+        f"{result.other_traces} trace(s) without an sftrace run ignored, "
+        f"{result.spans_read} span(s) read"
+    )
+    if not result.runs:
+        click.echo(
+            f"sftrace: error: no sftrace run found in {len(files)} file(s) ({summary}); the run "
+            f"span is exported when the run ends: was the run finished and flushed?",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    click.echo(summary)
+    if result.skipped:
+        raise click.exceptions.Exit(EXIT_CHANGED)

@@ -1,0 +1,322 @@
+"""``sftrace diff``, ``sftrace test`` and ``sftrace export``: regression testing commands.
+
+Exit codes: 0 equivalent / every case passed; 1 behaviour changed / a case failed;
+2 bad input (unreadable bundle or suite, bad options) or a case that could not run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
+
+from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
+from sftrace._errors import ConfigError, SftraceError
+from sftrace._regress.compare import ComparisonPolicy, Report, Severity, diff
+from sftrace._regress.pytest_export import export_pytest
+from sftrace._regress.suite import (
+    CaseResult,
+    Suite,
+    discover_suites,
+    junit_xml,
+    load_suite,
+    summary_line,
+)
+
+_SEVERITY_STYLES = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
+_OUTCOME_STYLES = {"passed": "bold green", "failed": "bold red", "error": "bold magenta"}
+_OUTCOME_WORDS = {"passed": "PASS ", "failed": "FAIL ", "error": "ERROR"}
+
+
+def register(group: click.Group) -> None:
+    group.add_command(diff_command)
+    group.add_command(test_command)
+    group.add_command(export_command)
+
+
+def _policy(ignore: tuple[str, ...], severity: tuple[str, ...]) -> ComparisonPolicy:
+    overrides: dict[str, str] = {}
+    for item in severity:
+        code, sep, level = item.partition("=")
+        if not sep or not code.strip() or not level.strip():
+            raise ConfigError(
+                f"--severity takes CODE=LEVEL (e.g. OUTPUT_TEXT_CHANGED=error), got {item!r}"
+            )
+        overrides[code.strip()] = level.strip()
+    return ComparisonPolicy(severity_overrides=overrides, ignore_paths=ignore)
+
+
+def _dump_json(document: object) -> None:
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.flush()
+
+
+# --- diff --------------------------------------------------------------------------
+
+
+@click.command("diff")
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--ignore",
+    multiple=True,
+    metavar="PATH",
+    help="A JSON path whose differences are only info (e.g. reply.generated_at, items.*.id). "
+    "Repeatable.",
+)
+@click.option(
+    "--severity",
+    multiple=True,
+    metavar="CODE=LEVEL",
+    help="Override a finding's severity (error, warning or info). Repeatable.",
+)
+def diff_command(
+    baseline: Path,
+    candidate: Path,
+    as_json: bool,
+    ignore: tuple[str, ...],
+    severity: tuple[str, ...],
+) -> None:
+    """Compare the behaviour of two recorded runs (BASELINE and CANDIDATE bundles).
+
+    Calls are aligned by content, so an inserted call shows as one added call. Exit 0
+    when equivalent (no error finding), 1 when behaviour changed, 2 on bad input.
+    """
+    with bad_input_policy():
+        report = diff(baseline, candidate, policy=_policy(ignore, severity))
+    if as_json:
+        _dump_json(report.to_dict())
+    else:
+        print_report(Console(highlight=False, soft_wrap=True), report)
+    raise click.exceptions.Exit(EXIT_OK if report.passed else EXIT_CHANGED)
+
+
+def print_report(console: Console, report: Report, *, indent: str = "") -> None:
+    """The report's text, with severities in colour."""
+    for line in report.format().splitlines():
+        style = ""
+        stripped = line.lstrip()
+        if stripped.startswith(("FAIL:", "PASS:")):
+            style = "bold red" if stripped.startswith("FAIL") else "bold green"
+        for level, level_style in _SEVERITY_STYLES.items():
+            if stripped.startswith(f"{level.value} "):
+                style = level_style
+        console.print(Text(indent + line, style=style))
+
+
+# --- test --------------------------------------------------------------------------
+
+
+@click.command("test")
+@click.argument("suites", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--junit-xml",
+    "junit_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the results as JUnit XML to this file.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option(
+    "--entrypoint",
+    "-e",
+    metavar="MODULE:FUNCTION",
+    help="Run every case against this entrypoint instead of the suites' own.",
+)
+def test_command(
+    suites: tuple[Path, ...], junit_path: Path | None, as_json: bool, entrypoint: str | None
+) -> None:
+    """Run regression suites (*.sftrace-suite.toml files; default: search the working
+    directory).
+
+    Prints PASS, FAIL (with the error findings) or ERROR per case and a summary line.
+    Exit 0 when every case passed, 1 when a case failed, 2 when a suite is invalid or a
+    case could not run.
+    """
+    stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+    paths = discover_suites(suites or [Path(".")])
+    if not paths:
+        stderr.print(
+            Text(
+                "sftrace: error: no suite files found (looked for *.sftrace-suite.toml under "
+                f"{', '.join(str(p) for p in suites) or os.getcwd()})"
+            )
+        )
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    loaded: list[Suite] = []
+    broken = False
+    for path in paths:
+        try:
+            loaded.append(load_suite(path))
+        except SftraceError as exc:
+            broken = True
+            stderr.print(Text(f"sftrace: error: {one_line(str(exc))}"))
+    if broken:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    results = _run_suites(loaded, entrypoint, as_json, stderr)
+    summary = summary_line(results)
+    if junit_path is not None:
+        with bad_input_policy():
+            junit_path.parent.mkdir(parents=True, exist_ok=True)
+            junit_xml(results).write(junit_path, encoding="utf-8", xml_declaration=True)
+    if as_json:
+        _dump_json(
+            {
+                "summary": {
+                    "passed": sum(1 for r in results if r.outcome == "passed"),
+                    "failed": sum(1 for r in results if r.outcome == "failed"),
+                    "errors": sum(1 for r in results if r.outcome == "error"),
+                    "total": len(results),
+                },
+                "suites": [str(suite.path) for suite in loaded],
+                "cases": [result.to_dict() for result in results],
+            }
+        )
+        stderr.print(Text(summary))
+    else:
+        Console(highlight=False, soft_wrap=True).print(Text(summary, style="bold"))
+    if any(result.outcome == "error" for result in results):
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    if any(result.outcome == "failed" for result in results):
+        raise click.exceptions.Exit(EXIT_CHANGED)
+    raise click.exceptions.Exit(EXIT_OK)
+
+
+def _run_suites(
+    suites: list[Suite], entrypoint: str | None, as_json: bool, stderr: Console
+) -> list[CaseResult]:
+    # The bar shares the console of the case lines (rich draws lines above a live bar
+    # only on its own console); with --json stdout is the document, so both go to stderr.
+    console = stderr if as_json else Console(highlight=False, soft_wrap=True)
+    total = sum(len(suite.cases) for suite in suites)
+    results: list[CaseResult] = []
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task("running cases", total=total)
+        for suite in suites:
+            for case in suite.cases:
+                progress.update(task, description=case.id)
+                result = case.run(entrypoint=entrypoint)
+                results.append(result)
+                if not as_json:
+                    _print_result(progress.console, result)
+                progress.advance(task)
+    return results
+
+
+def _print_result(console: Console, result: CaseResult) -> None:
+    word = _OUTCOME_WORDS[result.outcome]
+    console.print(
+        Text.assemble(
+            (word, _OUTCOME_STYLES[result.outcome]),
+            f" {result.id} ",
+            (f"({result.duration_s:.2f}s)", "dim"),
+        )
+    )
+    if result.outcome == "failed" and result.report is not None:
+        report = result.report
+        for finding in report.by_severity(Severity.ERROR):
+            console.print(Text(f"      {finding.code.value}: {finding.message}", style="red"))
+            for difference in finding.differences[:10]:
+                console.print(
+                    Text(
+                        f"        {difference.path}: "
+                        f"{_value(difference.baseline)} -> {_value(difference.candidate)}",
+                        style="dim",
+                    )
+                )
+        if report.divergence:
+            first = report.divergence.strip().splitlines()[0]
+            console.print(Text(f"      first divergence: {first}", style="red"))
+    elif result.outcome == "error":
+        console.print(Text(f"      {one_line(result.error or '')}", style="magenta"))
+
+
+def _value(value: object) -> str:
+    from sftrace._regress.diff import MISSING
+
+    if value is MISSING:
+        return "<missing>"
+    text = orjson.dumps(value, default=repr).decode()
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --- export ------------------------------------------------------------------------
+
+
+@click.command("export")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--pytest", "as_pytest", is_flag=True, help="Write a pytest test module.")
+@click.option(
+    "--entrypoint",
+    "-e",
+    required=True,
+    metavar="MODULE:FUNCTION",
+    help="The agent's entrypoint the test replays the bundle against.",
+)
+@click.option(
+    "--expect-output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="A JSON file holding the corrected output the test expects.",
+)
+@click.option(
+    "--expect-trajectory",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="A JSON or TOML expectations document (called, not_called, counts, arguments, "
+    "order, sequence, max_calls).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="The test module to write (default: test_<bundle name>.py).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace the test module if it exists.")
+def export_command(
+    bundle: Path,
+    as_pytest: bool,
+    entrypoint: str,
+    expect_output: Path | None,
+    expect_trajectory: Path | None,
+    output: Path | None,
+    overwrite: bool,
+) -> None:
+    """Turn a recorded run (BUNDLE) into a regression test.
+
+    With --expect-output and/or --expect-trajectory the test checks the corrected
+    behaviour; without them, that the replay behaves as recorded (or, for a recorded
+    failure, that the run now completes).
+    """
+    if not as_pytest:
+        raise click.UsageError("choose what to export: --pytest (a pytest test module)")
+    with bad_input_policy():
+        written = export_pytest(
+            bundle,
+            entrypoint=entrypoint,
+            expect_output=expect_output,
+            expect_trajectory=expect_trajectory,
+            output=output,
+            overwrite=overwrite,
+        )
+    click.echo(f"wrote {written}")
+    if expect_output is None and expect_trajectory is None:
+        click.echo(
+            "tip: pass --expect-output FILE (the corrected output) or --expect-trajectory FILE "
+            "to state the behaviour the fixed agent must show",
+            err=True,
+        )

@@ -1,0 +1,365 @@
+"""``sftrace replay``: re-run an agent's entrypoint against a recorded bundle.
+
+Exit codes: 0 the replay matched the recording and reproduced its behaviour (the same
+output, or the same failure); 1 it diverged, left recorded calls unused, or behaved
+differently; 2 bad input (unreadable bundle, unimportable entrypoint, bad options).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from sftrace._bundle.load import load_bundle
+from sftrace._bundle.reader import Bundle, Call
+from sftrace._bundle.writer import check_bundle_target
+from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
+from sftrace._errors import SftraceError
+from sftrace._model.policy import MatchMode, ReplayMode
+from sftrace._model.serialize import to_json
+from sftrace._record.run import exception_type_name
+from sftrace._replay.run import ReplayResult, replay_run, resolve_entrypoint
+
+PREVIEW_CHARS = 100
+
+Verdict = Literal["reproduced", "diverged", "incomplete", "changed"]
+
+_ACTION_STYLES = {
+    "substituted": "green",
+    "executed": "yellow",
+    "derived": "cyan",
+    "manual": "blue",
+    "refused": "bold red",
+}
+
+
+def register(group: click.Group) -> None:
+    group.add_command(replay_command)
+
+
+@click.command("replay")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option(
+    "--entrypoint",
+    "-e",
+    required=True,
+    metavar="MODULE:FUNCTION",
+    help="The agent's entrypoint, importable from the working directory.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice([mode.value for mode in ReplayMode]),
+    default=ReplayMode.FROZEN.value,
+    show_default=True,
+    help="frozen: answer every call from the recording; live: run LLM calls (and the tools "
+    "named by --allow-live-tool) for real; hybrid: run only the --live-llm models for real.",
+)
+@click.option(
+    "--live-llm",
+    "live_llms",
+    multiple=True,
+    metavar="PROVIDER/MODEL",
+    help="In hybrid mode, call this model for real (repeatable).",
+)
+@click.option(
+    "--allow-live-tool",
+    "allow_live_tools",
+    multiple=True,
+    metavar="NAME",
+    help="In live mode, let this tool run for real (repeatable).",
+)
+@click.option(
+    "--match",
+    type=click.Choice([match.value for match in MatchMode]),
+    default=MatchMode.STRICT.value,
+    show_default=True,
+    help="strict: the Nth call must match the Nth recorded call; unordered: any unused "
+    "recorded call with the same kind, name and input.",
+)
+@click.option(
+    "--save",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="Also write the replayed run as a bundle at PATH.",
+)
+@click.option("--overwrite", is_flag=True, help="With --save, replace an existing bundle.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=500,
+    show_default=True,
+    help="List at most this many matched calls (0: all). --json always lists every call.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON document (the agent's own prints go to stderr).",
+)
+def replay_command(
+    bundle: Path,
+    entrypoint: str,
+    mode: str,
+    live_llms: tuple[str, ...],
+    allow_live_tools: tuple[str, ...],
+    match: str,
+    save: Path | None,
+    overwrite: bool,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Replay a recorded run: call the agent's entrypoint with every instrumented call
+    answered from BUNDLE, and say whether the recorded behaviour came back."""
+    with bad_input_policy():
+        # Check everything we can before any agent code runs.
+        recorded = load_bundle(bundle)
+        if save is not None:
+            check_bundle_target(
+                save,
+                overwrite=overwrite,
+                purpose="save the replay",
+                overwrite_hint="pass --overwrite",
+            )
+        target = resolve_entrypoint(entrypoint)
+        # With --json, stdout carries only the document: the agent's prints go to stderr.
+        redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+        with redirect:
+            result = replay_run(
+                recorded,
+                target,
+                mode=mode,
+                live_llms=live_llms,
+                allow_live_tools=allow_live_tools,
+                match=match,
+                save=save,
+                overwrite=overwrite,
+            )
+    verdict = replay_verdict(result)
+    if as_json:
+        document = replay_document(result, entrypoint=entrypoint, mode=mode, match=match)
+        click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    else:
+        _print_report(
+            result, entrypoint=entrypoint, mode=mode, match=match, verdict=verdict, limit=limit
+        )
+    raise click.exceptions.Exit(EXIT_OK if verdict == "reproduced" else EXIT_CHANGED)
+
+
+def replay_verdict(result: ReplayResult) -> Verdict:
+    """``reproduced`` (exit 0), or why not: ``diverged``, ``incomplete``, ``changed``."""
+    if result.divergence is not None:
+        return "diverged"
+    if result.unused:
+        return "incomplete"
+    return "reproduced" if result.reproduced else "changed"
+
+
+# --- JSON ---------------------------------------------------------------------------
+
+
+def replay_document(
+    result: ReplayResult, *, entrypoint: str, mode: str, match: str
+) -> dict[str, Any]:
+    """The facts of the text report as a JSON document, keys in a fixed order."""
+    recorded = result.bundle
+    failure = recorded.manifest.failure
+    divergence = result.divergence
+    return {
+        "bundle": str(recorded.path) if recorded.path is not None else None,
+        "entrypoint": entrypoint,
+        "mode": mode,
+        "match": match,
+        "verdict": replay_verdict(result),
+        "reproduced": result.reproduced,
+        "reproduced_failure": result.reproduced_failure,
+        "recorded": {
+            "run_id": recorded.run_id,
+            "agent_name": recorded.agent_name,
+            "status": recorded.status,
+            "failure": None
+            if failure is None
+            else {"type": failure.type, "message": failure.message, "step": failure.step},
+            "has_output": recorded.has_output,
+            "output": recorded.output,
+            "calls": len(recorded.calls),
+        },
+        "replay": {
+            "status": result.status,
+            "return_value": _jsonable(result.return_value),
+            "has_output": result.has_output,
+            "output": result.output,
+            "error": _error_document(result.error),
+        },
+        "matched": [
+            {
+                "number": item.number,
+                "seq": item.recorded.seq,
+                "kind": item.recorded.kind,
+                "name": item.recorded.name,
+                "provider": item.recorded.provider,
+                "action": item.action,
+            }
+            for item in result.matched
+        ],
+        "unused": [
+            {
+                "seq": call.seq,
+                "kind": call.kind,
+                "name": call.name,
+                "provider": call.provider,
+                "input": call.input,
+            }
+            for call in result.unused
+        ],
+        "divergence": None
+        if divergence is None
+        else {
+            "type": type(divergence).__name__,
+            "call_number": getattr(divergence, "call_number", None),
+            "message": str(divergence),
+        },
+        "saved_path": str(result.saved_path) if result.saved_path is not None else None,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """The value as JSON when sftrace can convert it, else its repr (a string)."""
+    try:
+        return to_json(value)
+    except SftraceError:
+        return repr(value)
+
+
+def _error_document(error: BaseException | None) -> dict[str, str] | None:
+    if error is None:
+        return None
+    return {"type": _error_name(error), "message": str(error)}
+
+
+def _error_name(error: BaseException) -> str:
+    """``ValueError``, ``pkg.mod.Error``; sftrace's own errors by their public name."""
+    name = exception_type_name(error)[0]
+    if name.startswith("sftrace._"):
+        return f"sftrace.{type(error).__qualname__}"
+    return name
+
+
+# --- text ---------------------------------------------------------------------------
+
+
+def _print_report(
+    result: ReplayResult, *, entrypoint: str, mode: str, match: str, verdict: Verdict, limit: int
+) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    recorded = result.bundle
+    console.print(
+        Text.assemble(
+            "Replayed ",
+            (recorded.agent_name, "bold"),
+            f" run {recorded.run_id} ({recorded.status}) with {entrypoint}",
+            (f"  [mode {mode}, match {match}]", "dim"),
+        )
+    )
+    shown = result.matched if limit == 0 else result.matched[:limit]
+    width = max((len(item.recorded.label) for item in shown), default=0)
+    for item in shown:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"  {item.number:>3}. #{item.recorded.seq} ")
+        line.append(item.recorded.label.ljust(width), style="bold")
+        line.append("  ")
+        line.append(item.action, style=_ACTION_STYLES.get(item.action, ""))
+        error = item.recorded.error
+        if error is not None and item.action == "substituted":
+            line.append(f"  (recorded error {error.type}: {_clip(error.message)})", style="dim")
+        console.print(line)
+    if len(shown) < len(result.matched):
+        console.print(
+            Text(
+                f"  ... and {len(result.matched) - len(shown)} more matched calls "
+                f"(--limit 0 lists all)",
+                style="dim",
+            )
+        )
+    if not result.matched:
+        console.print(Text("  no recorded call was matched", style="dim"))
+    if result.unused:
+        console.print(Text(f"unused recorded calls: {len(result.unused)}", style="yellow"))
+        for call in result.unused[:20]:
+            console.print(_unused_line(call))
+        if len(result.unused) > 20:
+            console.print(Text(f"  ... and {len(result.unused) - 20} more", style="dim"))
+    if result.divergence is not None:
+        console.print(Text("divergence:", style="bold red"))
+        for part in str(result.divergence).splitlines():
+            console.print(Text(f"  {part}"))
+    console.print(Text.assemble("result: ", _outcome_text(result)))
+    console.print(Text.assemble("recorded: ", _recorded_text(recorded)))
+    if result.saved_path is not None:
+        console.print(f"saved the replayed run: {result.saved_path}")
+    console.print(_verdict_text(result, verdict))
+
+
+def _unused_line(call: Call) -> Text:
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"  #{call.seq} {call.label}", style="bold")
+    line.append(f"  {_clip(call.input_json)}", style="dim")
+    return line
+
+
+def _outcome_text(result: ReplayResult) -> Text:
+    error, divergence = result.error, result.divergence
+    if divergence is not None and error is divergence:
+        number = getattr(divergence, "call_number", None)
+        where = f" at call {number}" if number is not None else ""
+        return Text(f"{result.status}: the replay raised {_error_name(divergence)}{where}", "red")
+    if error is not None:
+        return Text(f"{result.status}: {_error_name(error)}: {_clip(str(error))}", style="red")
+    text = Text(f"{result.status}, returned {_preview(_jsonable(result.return_value))}")
+    if result.has_output:
+        text.append(f", output {_preview(result.output)}")
+    return text
+
+
+def _recorded_text(recorded: Bundle) -> Text:
+    failure = recorded.manifest.failure
+    if recorded.status == "failed" and failure is not None:
+        return Text(f"failed: {failure.type}: {_clip(failure.message or '')}")
+    if recorded.has_output:
+        return Text(f"{recorded.status}, output {_preview(recorded.output)}")
+    return Text(f"{recorded.status}, no output recorded")
+
+
+def _verdict_text(result: ReplayResult, verdict: Verdict) -> Text:
+    if verdict == "reproduced":
+        what = "failure" if result.bundle.status == "failed" else "behaviour"
+        return Text(f"reproduced: the replay matched the recording and its {what}", "bold green")
+    if verdict == "diverged":
+        return Text(
+            "diverged: the replay left the recording (see the divergence above)", "bold red"
+        )
+    if verdict == "incomplete":
+        return Text(f"diverged: {len(result.unused)} recorded calls were never reached", "bold red")
+    return Text(
+        "behaviour changed: every call matched, but the result differs from the recording",
+        "bold red",
+    )
+
+
+def _preview(value: Any) -> str:
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        text = repr(value)
+    return _clip(text)
+
+
+def _clip(text: str, width: int = PREVIEW_CHARS) -> str:
+    text = one_line(text) if "\n" in text else text
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -1,0 +1,1 @@
+"""export layer of sftrace (private)."""

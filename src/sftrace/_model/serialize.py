@@ -1,0 +1,169 @@
+"""Turning Python values into JSON, canonically.
+
+Values are converted to JSON before they are stored on a span:
+
+- ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples and dicts as JSON;
+- dataclasses and pydantic models as objects of their fields; enums as their value;
+- ``datetime``/``date``/``time`` as ISO 8601 strings, ``UUID``, ``Decimal`` and paths as
+  strings, ``timedelta`` as seconds;
+- ``bytes`` as base64 text; sets as arrays sorted by their canonical JSON;
+- anything else through the ``serializer=`` hook (``serializer(value)`` returns a
+  JSON-compatible value or raises ``TypeError``), else ``TraceSerializationError``.
+
+Canonical JSON has sorted keys and no insignificant whitespace, so equal values have
+equal text: replay compares inputs by it, and digests hash it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import math
+import pathlib
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from sftrace._errors import TraceSerializationError
+
+Serializer = Callable[[Any], Any]
+JSON = Any  # a JSON-compatible value: None, bool, int, float, str, list or dict of str keys
+
+_UNSORTED_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_OPTIONS = orjson.OPT_SORT_KEYS | _UNSORTED_OPTIONS
+
+
+def _builtin_default(value: Any) -> Any:
+    """Conversions orjson does not do natively (called only for unknown types)."""
+    model_dump = getattr(value, "model_dump", None)
+    if model_dump is not None and callable(model_dump):  # pydantic v2 models
+        return model_dump(mode="json")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=lambda item: orjson.dumps(item, default=_builtin_default))
+    if isinstance(value, decimal.Decimal | pathlib.PurePath):
+        return str(value)
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__qualname__} is not JSON serializable")
+
+
+def _make_default(serializer: Serializer | None) -> Callable[[Any], Any]:
+    if serializer is None:
+        return _builtin_default
+
+    def default(value: Any) -> Any:
+        try:
+            return _builtin_default(value)
+        except TypeError:
+            return serializer(value)
+
+    return default
+
+
+def dumps(
+    value: Any,
+    *,
+    serializer: Serializer | None = None,
+    what: str = "value",
+    sort_keys: bool = True,
+) -> str:
+    """Return the JSON text of ``value``: canonical (sorted keys) unless ``sort_keys=False``.
+
+    Inputs are stored canonically, since replay matches them by text. Outputs keep their
+    key order (``sort_keys=False``): a replayed dict must iterate like the original, or an
+    agent that re-serializes a tool result would send different text on replay.
+    ``what`` names the value in errors (a parameter name, ``"return value"``...).
+    Raises ``TraceSerializationError`` naming the JSON path and type that failed.
+    """
+    options = _OPTIONS if sort_keys else _UNSORTED_OPTIONS
+    try:
+        return orjson.dumps(value, default=_make_default(serializer), option=options).decode()
+    except (orjson.JSONEncodeError, TypeError, ValueError):
+        # Slow path, only on failure: walk the value to name the offending path.
+        converted = to_json(value, serializer=serializer, what=what)
+        return orjson.dumps(converted, option=options).decode()
+
+
+def to_json(value: Any, *, serializer: Serializer | None = None, what: str = "value") -> JSON:
+    """Return ``value`` converted to plain JSON-compatible Python values."""
+    return _convert(value, serializer, what, 0)
+
+
+def _convert(value: Any, serializer: Serializer | None, path: str, depth: int) -> JSON:
+    if depth > 200:
+        raise _error(path, value, "it is nested more than 200 levels deep (a cycle?)")
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if isinstance(value, enum.Enum):
+            return _convert(value.value, serializer, path, depth + 1)
+        return int(value)
+    if isinstance(value, float):
+        if isinstance(value, enum.Enum):
+            return _convert(value.value, serializer, path, depth + 1)
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, enum.Enum):
+        return _convert(value.value, serializer, path, depth + 1)
+    if isinstance(value, dict | Mapping):
+        result: dict[str, JSON] = {}
+        for key, item in value.items():
+            if isinstance(key, enum.Enum):
+                key = key.value
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                raise _error(f"{path}[{key!r}]", key, "dict keys must be strings or numbers")
+            name = key if isinstance(key, str) else orjson.dumps(key).decode()
+            result[name] = _convert(item, serializer, f"{path}.{name}", depth + 1)
+        return result
+    if isinstance(value, list | tuple):
+        return [
+            _convert(item, serializer, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)
+        ]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _convert(getattr(value, f.name), serializer, f"{path}.{f.name}", depth + 1)
+            for f in dataclasses.fields(value)
+        }
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    try:
+        converted = _builtin_default(value)
+    except TypeError:
+        if serializer is None:
+            raise _error(path, value, "it is not JSON-serializable") from None
+        try:
+            converted = serializer(value)
+        except TypeError as exc:
+            raise _error(path, value, f"the serializer refused it ({exc})") from exc
+    return _convert(converted, serializer, path, depth + 1)
+
+
+def _error(path: str, value: Any, why: str) -> TraceSerializationError:
+    type_name = type(value).__qualname__
+    return TraceSerializationError(
+        f"cannot record {path} of type {type_name}: {why}; pass serializer=... "
+        f"(a function returning a JSON-compatible value) to trace_tool, llm_request or "
+        f"record, or convert the value yourself",
+        path=path,
+        type_name=type_name,
+    )
+
+
+def loads(text: str | bytes) -> JSON:
+    """Parse JSON text."""
+    return orjson.loads(text)
+
+
+def canonical(value: JSON) -> str:
+    """Canonical JSON text of an already JSON-compatible value."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()

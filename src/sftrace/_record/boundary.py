@@ -1,0 +1,342 @@
+"""The interceptor shared by every instrumented boundary (tools and LLM calls).
+
+A boundary call starts a span carrying its kind, name, sequence number and canonical
+JSON input. During a replay the replay processor has already decided, as the span
+started, what the call does; this module acts on that decision. Results and exceptions
+of the wrapped body pass through unchanged (same object, same traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import Token
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from sftrace._bundle.reader import Call
+from sftrace._errors import ReplayMismatchError
+from sftrace._model import attributes as A
+from sftrace._model.jsondiff import differences, format_differences
+from sftrace._model.policy import ReplayPolicy
+from sftrace._model.serialize import Serializer, canonical, dumps, loads
+from sftrace._record.intercept import Action, Decision, Reached
+from sftrace._record.run import ActiveRun, exception_type_name, record_failure
+
+T = TypeVar("T")
+Restore = Callable[[Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundarySpec:
+    """What is fixed about a boundary: its kind, name, span name and static attributes."""
+
+    kind: str
+    name: str
+    provider: str | None
+    span_name: str
+    span_kind: SpanKind
+    attributes: Mapping[str, Any]
+    serializer: Serializer | None
+
+    @classmethod
+    def tool(cls, name: str, policy: ReplayPolicy, serializer: Serializer | None) -> BoundarySpec:
+        return cls(
+            kind=A.KIND_TOOL,
+            name=name,
+            provider=None,
+            span_name=f"{A.OPERATION_EXECUTE_TOOL} {name}",
+            span_kind=SpanKind.INTERNAL,
+            attributes={
+                A.GEN_AI_OPERATION_NAME: A.OPERATION_EXECUTE_TOOL,
+                A.GEN_AI_TOOL_NAME: name,
+                A.GEN_AI_TOOL_TYPE: "function",
+                A.KIND: A.KIND_TOOL,
+                A.REPLAY_POLICY: policy.value,
+            },
+            serializer=serializer,
+        )
+
+    @classmethod
+    def llm(
+        cls,
+        provider: str,
+        model: str,
+        policy: ReplayPolicy,
+        serializer: Serializer | None,
+        operation: str = A.OPERATION_CHAT,
+    ) -> BoundarySpec:
+        return cls(
+            kind=A.KIND_LLM,
+            name=model,
+            provider=provider,
+            span_name=f"{operation} {model}",
+            span_kind=SpanKind.CLIENT,
+            attributes={
+                A.GEN_AI_OPERATION_NAME: operation,
+                A.GEN_AI_PROVIDER_NAME: provider,
+                A.GEN_AI_REQUEST_MODEL: model,
+                A.KIND: A.KIND_LLM,
+                A.REPLAY_POLICY: policy.value,
+            },
+            serializer=serializer,
+        )
+
+
+class BoundaryCall:
+    """One call in progress: its span, sequence number and replay decision."""
+
+    __slots__ = ("decision", "redactions", "run", "seq", "span", "spec", "token")
+
+    def __init__(self, run: ActiveRun, spec: BoundarySpec, input_json: str) -> None:
+        self.run = run
+        self.spec = spec
+        self.seq = seq = run.next_seq()
+        # Redacted before the span exists: no processor or exporter ever sees the secret,
+        # and a replay matches the redacted input against the redacted recording.
+        input_json, found = run.redactor.redact_json(input_json, known=run.known_secrets)
+        self.redactions = [redaction.record("input") for redaction in found]
+        attributes = dict(spec.attributes)
+        attributes[A.SEQ] = seq
+        attributes[A.INPUT] = input_json
+        if self.redactions:
+            attributes[A.REDACTIONS] = canonical(self.redactions)
+            run.note_redactions(seq, self.redactions)
+        if spec.kind == A.KIND_TOOL:
+            attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = input_json
+        self.span: Span = run.tracer.start_span(
+            spec.span_name,
+            context=run.parent_context(),
+            kind=spec.span_kind,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self.decision: Decision | None = None
+        replay = run.replay
+        if replay is not None:
+            decision = replay.take(self.span.get_span_context().span_id)
+            if decision is None:  # the processor did not see the span (not sampled...)
+                decision = replay.decide(Reached(spec.kind, spec.name, spec.provider, input_json))
+            self.decision = decision
+        self.token: Token[Context] | None = otel_context.attach(
+            trace.set_span_in_context(self.span)
+        )
+
+    # -- acting on the decision ------------------------------------------------------
+    @property
+    def runs_body(self) -> bool:
+        decision = self.decision
+        return decision is None or decision.action in (Action.EXECUTE, Action.DERIVED)
+
+    def substitute(self, restore: Restore) -> Any:
+        """The value a replay answers with instead of running the body (or raises)."""
+        decision = self.decision
+        assert decision is not None
+        if decision.action is Action.RAISE:
+            assert decision.error is not None
+            raise decision.error
+        recorded = decision.recorded
+        assert recorded is not None
+        if decision.action is Action.MANUAL:
+            replay = self.run.replay
+            assert replay is not None
+            assert replay.manual is not None
+            value = replay.manual(recorded)
+            self.finish(value)
+            return value
+        return restore(loads(self.finish_recorded(recorded)))
+
+    def finish(self, value: Any) -> None:
+        """Record a result produced by the body (or the manual handler)."""
+        what = f"{self.spec.kind} {self.spec.name!r} result"
+        output_json = self._redacted_output(
+            dumps(value, serializer=self.spec.serializer, what=what, sort_keys=False)
+        )
+        decision = self.decision
+        if decision is not None and decision.action is Action.DERIVED:
+            self._check_derived(decision, output_json)
+        self._set_output(output_json)
+        if self.spec.kind == A.KIND_LLM:
+            self.span.set_attributes(llm_response_attributes(value))
+
+    def finish_recorded(self, recorded: Call) -> str:
+        """Record the recorded result a replay answers with; return its JSON text.
+
+        It was redacted when it was recorded, so it is not scanned again: its redaction
+        records, and an LLM call's usage and response model, come from the recording.
+        """
+        output_json = recorded.output_json or "null"
+        attributes = recorded.attributes
+        self._set_output(output_json)
+        if self.spec.kind == A.KIND_LLM:
+            self.span.set_attributes(
+                {key: attributes[key] for key in _RESPONSE_ATTRIBUTES if key in attributes}
+            )
+        recorded_redactions = attributes.get(A.REDACTIONS)
+        if recorded_redactions:
+            self._note_redactions(
+                [r for r in loads(recorded_redactions) if r.get("field") == "output"]
+            )
+        return output_json
+
+    def _redacted_output(self, output_json: str) -> str:
+        output_json, found = self.run.redactor.redact_json(
+            output_json, known=self.run.known_secrets, sort_keys=False
+        )
+        self._note_redactions([redaction.record("output") for redaction in found])
+        return output_json
+
+    def _note_redactions(self, records: list[dict[str, Any]]) -> None:
+        if records:
+            self.redactions.extend(records)
+            self.span.set_attribute(A.REDACTIONS, canonical(self.redactions))
+            self.run.note_redactions(self.seq, records)
+
+    def _set_output(self, output_json: str) -> None:
+        self.span.set_attribute(A.OUTPUT, output_json)
+        if self.spec.kind == A.KIND_TOOL:
+            self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
+
+    def _check_derived(self, decision: Decision, output_json: str) -> None:
+        recorded = decision.recorded
+        assert recorded is not None
+        if output_json == (recorded.output_json or "null"):
+            return
+        replayed = loads(output_json)
+        # Outputs keep their key order: compare them as values, not as text.
+        if canonical(replayed) == canonical(recorded.output):
+            return
+        diffs = differences(recorded.output, replayed)
+        replay = self.run.replay
+        number = replay.reached_count if replay is not None else self.seq
+        error = ReplayMismatchError(
+            f"call {recorded.seq} ({recorded.label}) has replay_policy='derived', but running it "
+            f"again gave a different result than recorded:\n"
+            + format_differences(diffs, left="recorded", right="replayed"),
+            call_number=number,
+            recorded=recorded.describe(),
+            reached={"kind": recorded.kind, "name": recorded.name, "output": replayed},
+            differences=diffs,
+        )
+        if replay is not None:
+            replay.diverge(error)
+        raise error
+
+    def fail(self, exc: BaseException) -> None:
+        span = self.span
+        error_type, builtin = exception_type_name(exc)
+        message, records = record_failure(span, exc, self.run.redactor, self.run.known_secrets)
+        self._note_redactions(records)
+        span.set_attributes(
+            {A.ERROR_TYPE: error_type, A.ERROR_MESSAGE: message, A.ERROR_BUILTIN: builtin}
+        )
+        if isinstance(exc, asyncio.CancelledError):
+            span.set_attribute(A.CANCELLED, True)
+        span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}"))
+        self.run.note_failure(exc, self.seq)
+
+    def detach(self) -> None:
+        """Stop being the current span; the span stays open until :meth:`close`.
+
+        For streamed responses, consumed after the call returned: what the caller does
+        while iterating is not a child of the stream's span.
+        """
+        token, self.token = self.token, None
+        if token is not None:
+            otel_context.detach(token)
+
+    def close(self) -> None:
+        try:
+            self.detach()
+        finally:
+            self.span.end()
+
+
+def call_sync(
+    run: ActiveRun, spec: BoundarySpec, input_json: str, body: Callable[[], T], restore: Restore
+) -> T:
+    call = BoundaryCall(run, spec, input_json)
+    try:
+        if call.runs_body:
+            value = body()
+            call.finish(value)
+            return value
+        result: T = call.substitute(restore)
+        return result
+    except BaseException as exc:
+        call.fail(exc)
+        raise
+    finally:
+        call.close()
+
+
+async def call_async(
+    run: ActiveRun,
+    spec: BoundarySpec,
+    input_json: str,
+    body: Callable[[], Awaitable[T]],
+    restore: Restore,
+) -> T:
+    call = BoundaryCall(run, spec, input_json)
+    try:
+        if call.runs_body:
+            value = await body()
+            call.finish(value)
+            return value
+        result: T = call.substitute(restore)
+        return result
+    except BaseException as exc:
+        call.fail(exc)
+        raise
+    finally:
+        call.close()
+
+
+# What an LLM span learns from the response; a replay copies them from the recording.
+_RESPONSE_ATTRIBUTES = (
+    A.GEN_AI_RESPONSE_MODEL,
+    A.GEN_AI_USAGE_INPUT_TOKENS,
+    A.GEN_AI_USAGE_OUTPUT_TOKENS,
+    A.USAGE_TOTAL_TOKENS,
+    A.COST_USD,
+)
+
+_INPUT_TOKEN_KEYS = ("input_tokens", "prompt_tokens")
+_OUTPUT_TOKEN_KEYS = ("output_tokens", "completion_tokens")
+
+
+def _get(source: Any, key: str) -> Any:
+    # type() first: most responses are plain dicts, and the Mapping ABC check is slow.
+    if type(source) is dict or isinstance(source, Mapping):
+        return source.get(key)
+    return getattr(source, key, None)
+
+
+def llm_response_attributes(response: Any) -> dict[str, Any]:
+    """Token usage and response model found in an LLM response (dict or SDK object)."""
+    found: dict[str, Any] = {}
+    if response is None or isinstance(response, str | int | float | bool | list):
+        return found
+    model = _get(response, "model")
+    if isinstance(model, str):
+        found[A.GEN_AI_RESPONSE_MODEL] = model
+    usage = _get(response, "usage")
+    if usage is None:
+        return found
+    for keys, attribute in (
+        (_INPUT_TOKEN_KEYS, A.GEN_AI_USAGE_INPUT_TOKENS),
+        (_OUTPUT_TOKEN_KEYS, A.GEN_AI_USAGE_OUTPUT_TOKENS),
+        (("total_tokens",), A.USAGE_TOTAL_TOKENS),
+    ):
+        for key in keys:
+            value = _get(usage, key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                found[attribute] = value
+                break
+    return found

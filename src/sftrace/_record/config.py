@@ -1,0 +1,318 @@
+"""``sftrace.configure``: which tracer provider sftrace uses and where bundles go.
+
+sftrace fits into the OpenTelemetry set-up an application already has. If a global SDK
+``TracerProvider`` exists (the application's own, or one made by ``logfire.configure()``,
+``phoenix.otel.register()`` or ``opentelemetry-instrument``), sftrace adds its processors
+to it; otherwise it creates one and sets it as the global provider. ``record()``
+configures the defaults by itself the first time it is used.
+
+OTLP export (``otlp_endpoint`` or the standard ``OTEL_EXPORTER_OTLP_*`` variables) adds
+a batching processor in front of the official OTLP exporters (see ``_otlp_export``).
+
+``OTEL_SDK_DISABLED=true`` turns OpenTelemetry off for the application: sftrace then
+exports nothing over OTLP, but ``record()`` and replay keep working (bundles are
+sftrace's own feature, asked for explicitly): they run on a private provider that is
+not the global one, so no other span is created or exported.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import Tracer
+
+from sftrace._errors import ConfigError
+from sftrace._export.bundle_exporter import BundleSpanExporter
+from sftrace._export.otlp import OtlpSettings, OtlpSpanProcessor, resolve_settings
+from sftrace._internal import log_once
+from sftrace._model import attributes as A
+from sftrace._model.attributes import INSTRUMENTATION_SCOPE
+from sftrace._record.redaction import Redactor, set_redactor
+from sftrace._version import __version__
+
+DEFAULT_BUNDLE_DIR = Path(".sftrace") / "traces"
+
+
+class BundleSpanProcessor(SpanProcessor):
+    """Hands every ended span to the bundle exporter at once (spans reach disk as they end).
+
+    Like ``SimpleSpanProcessor``, but it can be switched off when sftrace is configured
+    again (an SDK provider cannot remove a processor), and it never raises.
+    """
+
+    def __init__(self, exporter: BundleSpanExporter) -> None:
+        self.exporter = exporter
+        self.active = True
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.active:
+            self.exporter.export((span,))  # never raises
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+
+@dataclass
+class State:
+    """What ``configure`` set up; replaced as a whole when it is called again."""
+
+    provider: TracerProvider
+    tracer: Tracer
+    bundle_exporter: BundleSpanExporter
+    bundle_dir: Path | None
+    processors: list[SpanProcessor] = field(default_factory=list)
+    otlp: OtlpSpanProcessor | None = None
+
+    def resolved_bundle_dir(self) -> Path:
+        if self.bundle_dir is not None:
+            return self.bundle_dir
+        env = os.environ.get("SFTRACE_DIR")
+        return Path(env) if env else DEFAULT_BUNDLE_DIR
+
+
+_state: State | None = None
+_lock = threading.RLock()
+# Providers sftrace created, so a second configure() reuses rather than stacks them.
+_own_provider: TracerProvider | None = None
+# True while record() configures the defaults by itself (see get_state).
+_configuring_defaults = False
+# Span processors a higher layer contributes to every configuration (the replay layer's
+# matcher). That layer registers a factory when it is imported; the recording layer never
+# imports it, so imports point down.
+_processor_factories: list[Callable[[], SpanProcessor]] = []
+
+
+def register_processor_factory(factory: Callable[[], SpanProcessor]) -> None:
+    """Add a processor made by ``factory`` to the current and every later configuration."""
+    with _lock:
+        _processor_factories.append(factory)
+        if _state is not None:
+            processor = factory()
+            _state.provider.add_span_processor(processor)
+            _state.processors.append(processor)
+
+
+def configure(
+    *,
+    tracer_provider: TracerProvider | None = None,
+    bundle_dir: str | os.PathLike[str] | None = None,
+    otlp_endpoint: str | None = None,
+    otlp_protocol: str | None = None,
+    otlp_headers: Mapping[str, str] | str | None = None,
+    service_name: str | None = None,
+    capture_content: bool | None = None,
+    max_payload_bytes: int | None = None,
+    redaction: Redactor | None = None,
+) -> None:
+    """Configure where sftrace's spans go. Keyword-only; safe to call more than once.
+
+    Calling it again replaces the previous configuration; calling it twice with the same
+    arguments changes nothing (processors and exporters are never duplicated).
+
+    Args:
+        tracer_provider: the SDK ``TracerProvider`` to attach to. Default: the global
+            provider if it is an SDK provider, else a new one set as the global provider.
+        bundle_dir: where ``record()`` writes bundles when it is given no ``output``.
+            Default: ``$SFTRACE_DIR``, else ``.sftrace/traces`` under the working directory.
+        otlp_endpoint: the collector to ship spans to (``http://host:4318`` or
+            ``http://host:4318/v1/traces`` for HTTP, ``http://host:4317`` for gRPC;
+            ``https://`` for TLS). Default: ``$SFTRACE_OTLP_ENDPOINT``; else, on a
+            provider sftrace creates, ``$OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
+            ``$OTEL_EXPORTER_OTLP_ENDPOINT`` (unless ``$OTEL_TRACES_EXPORTER`` excludes
+            ``otlp``). An application's own provider already exports according to those
+            variables, so sftrace does not add a second exporter for them. With no
+            endpoint, nothing touches the network.
+        otlp_protocol: ``"http/protobuf"`` or ``"grpc"``. Default:
+            ``$OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, ``$OTEL_EXPORTER_OTLP_PROTOCOL``,
+            else ``"http/protobuf"``.
+        otlp_headers: headers for every export request (a dict, or ``"k=v,k2=v2"``).
+            Default: ``$OTEL_EXPORTER_OTLP_TRACES_HEADERS``, ``$OTEL_EXPORTER_OTLP_HEADERS``.
+        service_name: ``service.name`` of a provider sftrace creates. Default:
+            ``$OTEL_SERVICE_NAME``, else ``"sftrace"``. On an application's provider
+            that has no service name of its own, sftrace's OTLP export uses it too.
+        capture_content: send inputs and outputs over OTLP. Default:
+            ``$SFTRACE_CAPTURE_CONTENT``, else True. Bundles always keep them.
+        max_payload_bytes: cap of one string attribute in the OTLP copy of a span; longer
+            values are cut and end with a visible ``…[truncated by sftrace: N bytes in
+            full]`` marker. Default: ``$SFTRACE_MAX_PAYLOAD_BYTES``, else 1048576 (1 MiB);
+            0 means no cap. Bundles always keep values whole.
+        redaction: the rules that keep secrets out of every span, bundle and export,
+            applied as values are captured (see ``sftrace.Redactor``). Default: the
+            built-in rules; ``Redactor(builtins=False)`` switches redaction off.
+
+    The export timeout comes from ``$OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` /
+    ``$OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds, default 10); it also bounds how long the
+    provider's shutdown can wait for a collector that does not answer.
+    """
+    global _state
+    with _lock:
+        set_redactor(redaction)
+        sdk_disabled = _sdk_disabled()
+        provider = _choose_provider(tracer_provider, service_name)
+        settings: OtlpSettings | None = None
+        if not sdk_disabled:
+            try:
+                settings = resolve_settings(
+                    endpoint=otlp_endpoint,
+                    protocol=otlp_protocol,
+                    headers=otlp_headers,
+                    capture_content=capture_content,
+                    max_payload_bytes=max_payload_bytes,
+                    standard_endpoint_variables=provider is _own_provider,
+                    service_name=service_name,
+                )
+            except ConfigError as exc:
+                if not _configuring_defaults:
+                    raise
+                # record() configured itself: a bad OTEL_* variable must not break the
+                # agent's run. Record without OTLP export and say why, once.
+                log_once("reading the OTLP settings from the environment", exc)
+        elif otlp_endpoint is not None or os.environ.get("SFTRACE_OTLP_ENDPOINT"):
+            log_once(
+                "configuring OTLP export",
+                RuntimeError(
+                    "OTEL_SDK_DISABLED=true: no span is exported over OTLP (bundles are "
+                    "still recorded); unset OTEL_SDK_DISABLED to export"
+                ),
+            )
+        old = _state
+        if old is not None and old.provider is provider:
+            # Idempotent: same provider, keep the processors already attached.
+            old.bundle_dir = Path(bundle_dir) if bundle_dir is not None else None
+            _apply_otlp(old, settings)
+            return
+        if old is not None:
+            _deactivate(old)
+        exporter = BundleSpanExporter()
+        processors: list[SpanProcessor] = [factory() for factory in _processor_factories]
+        processors.append(BundleSpanProcessor(exporter))
+        for processor in processors:
+            provider.add_span_processor(processor)
+        _state = State(
+            provider=provider,
+            tracer=provider.get_tracer(INSTRUMENTATION_SCOPE, __version__),
+            bundle_exporter=exporter,
+            bundle_dir=Path(bundle_dir) if bundle_dir is not None else None,
+            processors=processors,
+        )
+        _apply_otlp(_state, settings)
+
+
+def _sdk_disabled() -> bool:
+    return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+
+
+def _apply_otlp(state: State, settings: OtlpSettings | None) -> None:
+    """Make the state's OTLP processor match ``settings`` (keep it when they are equal)."""
+    current = state.otlp
+    if current is not None and current.settings == settings:
+        return
+    if current is not None:
+        _retire(current)
+        state.processors.remove(current)
+        state.otlp = None
+    if settings is not None:
+        processor = OtlpSpanProcessor(settings)
+        state.provider.add_span_processor(processor)
+        state.processors.append(processor)
+        state.otlp = processor
+
+
+def _retire(processor: OtlpSpanProcessor) -> None:
+    """Switch an OTLP processor off and let it send what it holds, off the caller's thread."""
+    processor.active = False
+    threading.Thread(target=processor.shutdown, name="sftrace-otlp-retire", daemon=True).start()
+
+
+def _choose_provider(explicit: TracerProvider | None, service_name: str | None) -> TracerProvider:
+    global _own_provider
+    if explicit is not None:
+        if not isinstance(explicit, TracerProvider):
+            raise ConfigError(
+                f"tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, got "
+                f"{type(explicit).__qualname__}"
+            )
+        if not _is_disabled(explicit):
+            return explicit
+    current = trace.get_tracer_provider()
+    if explicit is None and isinstance(current, TracerProvider) and not _is_disabled(current):
+        return current
+    if _own_provider is not None:
+        return _own_provider
+    resource = Resource.create(
+        {
+            A.SERVICE_NAME: service_name or os.environ.get("OTEL_SERVICE_NAME") or "sftrace",
+            A.SFTRACE_VERSION: __version__,
+        }
+    )
+    provider = TracerProvider(resource=resource)
+    if _is_disabled(provider):
+        # OTEL_SDK_DISABLED: the application turned OpenTelemetry off, but record() and
+        # replay were asked for explicitly. Record through a private provider that is
+        # not made global (so nothing else is traced) and exports nothing over OTLP.
+        provider._disabled = False
+    elif isinstance(current, trace.ProxyTracerProvider):
+        trace.set_tracer_provider(provider)
+    # Otherwise the global provider is not an SDK one (sftrace cannot add processors to
+    # it): sftrace keeps a private provider of its own for recording.
+    _own_provider = provider
+    return provider
+
+
+def _is_disabled(provider: TracerProvider) -> bool:
+    """True for a provider made under OTEL_SDK_DISABLED=true (its tracers are no-ops)."""
+    return bool(getattr(provider, "_disabled", False))
+
+
+def _deactivate(state: State) -> None:
+    for processor in state.processors:
+        try:
+            if isinstance(processor, BundleSpanProcessor):
+                processor.active = False
+            else:
+                processor.active = False  # type: ignore[attr-defined]
+        except Exception as exc:  # pragma: no cover - defensive
+            log_once("switching off an old processor", exc)
+    if state.otlp is not None:
+        _retire(state.otlp)
+
+
+def get_state() -> State:
+    """The current configuration, configuring the defaults on first use."""
+    global _configuring_defaults
+    state = _state
+    if state is None:
+        with _lock:
+            if _state is None:
+                _configuring_defaults = True
+                try:
+                    configure()
+                finally:
+                    _configuring_defaults = False
+            state = _state
+            assert state is not None
+    return state
+
+
+def reset() -> None:
+    """Forget the configuration (switching off sftrace's processors). For tests."""
+    global _state
+    with _lock:
+        if _state is not None:
+            _deactivate(_state)
+        _state = None
+        set_redactor(None)

@@ -1,0 +1,94 @@
+"""The contract between the instrumented boundaries and a replay.
+
+A boundary (a traced tool, an LLM call) describes what it reached as a :class:`Reached`
+and asks the run's :class:`Interceptor` for a :class:`Decision`: answer from the
+recording, run the body, ask a manual handler, or raise. The replay layer implements the
+interceptor; the recording layer only knows this contract, so imports point down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from sftrace._bundle.reader import Call
+from sftrace._errors import ReplayError
+from sftrace._model import attributes as A
+from sftrace._model.calls import call_label
+from sftrace._model.serialize import loads
+
+
+class Action(Enum):
+    RETURN = "substituted"  # answer from the recording, body not run
+    EXECUTE = "executed"  # run the body
+    DERIVED = "derived"  # run the body, check it equals the recording
+    MANUAL = "manual"  # ask the manual handler
+    RAISE = "refused"  # raise ``error``
+
+
+@dataclass(slots=True)
+class Decision:
+    action: Action
+    recorded: Call | None = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """What the replay reached: identifies a call like ``Call`` does."""
+
+    kind: str
+    name: str
+    provider: str | None
+    input_json: str
+
+    @property
+    def label(self) -> str:
+        return call_label(self.kind, self.name, self.provider)
+
+    def describe(self) -> dict[str, Any]:
+        described: dict[str, Any] = {"kind": self.kind, "name": self.name}
+        if self.provider is not None:
+            described["provider"] = self.provider
+        described["input"] = loads(self.input_json)
+        return described
+
+    @classmethod
+    def from_attributes(cls, attributes: Any) -> Reached:
+        kind = attributes[A.KIND]
+        if kind == A.KIND_LLM:
+            name, provider = (
+                attributes.get(A.GEN_AI_REQUEST_MODEL),
+                attributes.get(A.GEN_AI_PROVIDER_NAME),
+            )
+        else:
+            name, provider = attributes.get(A.GEN_AI_TOOL_NAME), None
+        return cls(
+            kind=kind,
+            name=str(name),
+            provider=None if provider is None else str(provider),
+            input_json=attributes.get(A.INPUT, "null"),
+        )
+
+
+class Interceptor(Protocol):
+    """What a boundary asks of the replay its run belongs to."""
+
+    manual: Callable[[Call], Any] | None
+
+    @property
+    def reached_count(self) -> int: ...
+
+    def take(self, span_id: int) -> Decision | None:
+        """The decision the replay processor stored for this span as it started."""
+        ...
+
+    def decide(self, reached: Reached) -> Decision:
+        """Match ``reached`` against the recording and say what the boundary does."""
+        ...
+
+    def diverge(self, error: ReplayError) -> None:
+        """Record that the replay diverged with ``error``."""
+        ...

@@ -1,0 +1,192 @@
+"""``llm_request`` / ``allm_request``, and the manual ``session.llm_call`` form."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from sftrace._model import attributes as A
+from sftrace._model.policy import ReplayPolicy
+from sftrace._model.serialize import Serializer, dumps, loads
+from sftrace._record.boundary import BoundaryCall, BoundarySpec, call_async, call_sync
+from sftrace._record.intercept import Action
+from sftrace._record.run import ActiveRun, current_run
+
+T = TypeVar("T")
+
+_specs: dict[tuple[str, str, str, int], BoundarySpec] = {}
+_specs_lock = threading.Lock()
+
+
+def llm_spec(
+    provider: str, model: str, replay_policy: ReplayPolicy | str, serializer: Serializer | None
+) -> BoundarySpec:
+    if not isinstance(provider, str) or not provider:
+        from sftrace._errors import ConfigError
+
+        raise ConfigError(f"provider must be a non-empty string such as 'openai', got {provider!r}")
+    if not isinstance(model, str) or not model:
+        from sftrace._errors import ConfigError
+
+        raise ConfigError(f"model must be a non-empty string such as 'gpt-4o', got {model!r}")
+    key = (provider, model, str(replay_policy), id(serializer))
+    spec = _specs.get(key)
+    if spec is None or spec.serializer is not serializer:
+        policy = ReplayPolicy.parse(replay_policy, parameter="replay_policy")
+        spec = BoundarySpec.llm(provider, model, policy, serializer)
+        with _specs_lock:
+            if len(_specs) > 4096:
+                _specs.clear()
+            _specs[key] = spec
+    return spec
+
+
+def _keep(value: Any) -> Any:
+    return value
+
+
+def llm_request(
+    *,
+    provider: str,
+    model: str,
+    input: Any,
+    call: Callable[[], T],
+    replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
+    serializer: Serializer | None = None,
+) -> T:
+    """Record one LLM call: ``input`` (the request) and what ``call()`` returns.
+
+    During a frozen replay ``call`` is not invoked: the recorded response (its JSON) is
+    returned instead. Token usage and the response model are taken from the response
+    when it has a ``usage`` (``input_tokens``/``prompt_tokens``...) and a ``model``.
+
+    Args:
+        provider: the GenAI provider name (``"openai"``, ``"anthropic"``...).
+        model: the requested model.
+        input: the request (messages, parameters), recorded as JSON and matched on replay.
+        call: makes the real request and returns the response.
+        replay_policy: ``"frozen"`` (default), ``"live"``, ``"forbidden"``, ``"manual"``
+            or ``"derived"``.
+        serializer: converts values JSON cannot hold.
+    """
+    spec = llm_spec(provider, model, replay_policy, serializer)
+    run = current_run()
+    if run is None:
+        return call()
+    input_json = dumps(input, serializer=serializer, what="llm_request input")
+    return call_sync(run, spec, input_json, call, _keep)
+
+
+async def allm_request(
+    *,
+    provider: str,
+    model: str,
+    input: Any,
+    call: Callable[[], Awaitable[T]],
+    replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
+    serializer: Serializer | None = None,
+) -> T:
+    """The async twin of :func:`llm_request`: awaits ``call()``."""
+    spec = llm_spec(provider, model, replay_policy, serializer)
+    run = current_run()
+    if run is None:
+        return await call()
+    input_json = dumps(input, serializer=serializer, what="allm_request input")
+    return await call_async(run, spec, input_json, call, _keep)
+
+
+class LLMCallHandle:
+    """Handle of a manual LLM call (``with session.llm_call(...) as handle``).
+
+    During a replay ``handle.replayed`` is True and ``handle.output`` holds the recorded
+    response: use it instead of calling the model. Otherwise call the model and pass the
+    response to :meth:`set_output`.
+    """
+
+    def __init__(self, call: BoundaryCall | None) -> None:
+        self._call = call
+        self._output_set = False
+        self.replayed = False
+        self.output: Any = None
+
+    def set_output(
+        self,
+        value: Any,
+        *,
+        model: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        total_tokens: int | None = None,
+        cost_usd: float | None = None,
+    ) -> None:
+        """Record the response, and what is known about the model, tokens and cost."""
+        self.output = value
+        self._output_set = True
+        call = self._call
+        if call is None:
+            return
+        call.finish(value)
+        span = call.span
+        extra: dict[str, Any] = {}
+        if model is not None:
+            extra[A.GEN_AI_RESPONSE_MODEL] = model
+        if prompt_tokens is not None:
+            extra[A.GEN_AI_USAGE_INPUT_TOKENS] = prompt_tokens
+        if completion_tokens is not None:
+            extra[A.GEN_AI_USAGE_OUTPUT_TOKENS] = completion_tokens
+        if total_tokens is not None:
+            extra[A.USAGE_TOTAL_TOKENS] = total_tokens
+        if cost_usd is not None:
+            extra[A.COST_USD] = float(cost_usd)
+        if extra:
+            span.set_attributes(extra)
+
+
+class ManualLLMCall:
+    """Context manager behind ``session.llm_call``."""
+
+    def __init__(self, run: ActiveRun | None, *, provider: str, model: str, input: Any) -> None:
+        self._run = run
+        self._spec = llm_spec(provider, model, ReplayPolicy.FROZEN, None)
+        self._input = input
+        self._call: BoundaryCall | None = None
+
+    def __enter__(self) -> LLMCallHandle:
+        if self._run is None:
+            return LLMCallHandle(None)
+        input_json = dumps(self._input, what="llm_call input")
+        call = self._call = BoundaryCall(self._run, self._spec, input_json)
+        handle = LLMCallHandle(call)
+        decision = call.decision
+        if decision is not None and decision.action is not Action.EXECUTE:
+            if decision.action is Action.RAISE:
+                self._fail_and_close(decision.error)
+            elif decision.action is Action.RETURN and decision.recorded is not None:
+                handle.replayed = True
+                handle.output = loads(call.finish_recorded(decision.recorded))
+        return handle
+
+    def _fail_and_close(self, error: BaseException | None) -> None:
+        assert error is not None
+        assert self._call is not None
+        self._call.fail(error)
+        self._call.close()
+        self._call = None
+        raise error
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        call = self._call
+        if call is None:
+            return
+        try:
+            if exc is not None:
+                call.fail(exc)
+        finally:
+            call.close()

@@ -1,0 +1,196 @@
+"""The run in progress: where instrumented calls find their recording or replay.
+
+A run (``record()`` or ``replay()``) is found through a context variable, so concurrent
+asyncio tasks and threads that copy the context see their own run. Code running in a
+raw ``threading.Thread`` or an executor that did not copy the context falls back to the
+most recently started run of the process, and its spans are parented to that run's span.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import traceback
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
+
+from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
+from sftrace._model import attributes as A
+from sftrace._model.serialize import canonical
+from sftrace._record.redaction import KnownSecrets, Redactor, current_redactor
+
+if TYPE_CHECKING:
+    from sftrace._record.intercept import Interceptor
+
+
+class ActiveRun:
+    """One run being recorded or replayed."""
+
+    def __init__(
+        self,
+        *,
+        tracer: Tracer,
+        agent_name: str,
+        run_id: str,
+        span: Span,
+        replay: Interceptor | None = None,
+        redactor: Redactor | None = None,
+        known_secrets: KnownSecrets | None = None,
+    ) -> None:
+        self.tracer = tracer
+        self.agent_name = agent_name
+        self.run_id = run_id
+        self.span = span
+        self.trace_id = span.get_span_context().trace_id
+        self.context = trace.set_span_in_context(span, Context())
+        self.replay = replay
+        self.closed = False
+        self.output_json: str | None = None
+        self.has_output = False
+        # id(exception) -> (exception, seq of the innermost call it was raised through)
+        self._failures: dict[int, tuple[BaseException, int]] = {}
+        self._lock = threading.Lock()
+        self.next_seq = itertools.count(1).__next__
+        # One redactor for the whole run; every redaction of the run, for its span.
+        self.redactor = redactor if redactor is not None else current_redactor()
+        self.known_secrets = known_secrets if known_secrets is not None else KnownSecrets()
+        self.redactions: list[dict[str, Any]] = []
+
+    def note_redactions(self, seq: int, records: list[dict[str, Any]]) -> None:
+        """Remember where values of call ``seq`` (0: the run itself) were redacted."""
+        if records:
+            with self._lock:
+                self.redactions.extend({"seq": seq, **record} for record in records)
+
+    def sorted_redactions(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return sorted(self.redactions, key=lambda r: (r["seq"], r["field"], r["path"]))
+
+    def parent_context(self) -> Context | None:
+        """None when the current span belongs to this run; else the run span's context.
+
+        The second case is a thread or executor that did not copy the context.
+        """
+        if trace.get_current_span().get_span_context().trace_id == self.trace_id:
+            return None
+        return self.context
+
+    def note_failure(self, exc: BaseException, seq: int) -> None:
+        """Remember the innermost call an exception was raised through (the failing step)."""
+        with self._lock:
+            self._failures.setdefault(id(exc), (exc, seq))
+
+    def failure_step(self, exc: BaseException) -> int | None:
+        with self._lock:
+            entry = self._failures.get(id(exc))
+        if entry is not None and entry[0] is exc:
+            return entry[1]
+        return None
+
+
+_current: ContextVar[ActiveRun | None] = ContextVar("sftrace_run", default=None)
+_active: list[ActiveRun] = []
+_active_lock = threading.Lock()
+
+
+def current_run() -> ActiveRun | None:
+    """The run the caller belongs to, or None outside any recording and replay."""
+    run = _current.get()
+    if run is not None and not run.closed:
+        return run
+    if _active:
+        with _active_lock:
+            return _active[-1] if _active else None
+    return None
+
+
+def enter_run(run: ActiveRun) -> Any:
+    with _active_lock:
+        _active.append(run)
+    return _current.set(run)
+
+
+def exit_run(run: ActiveRun, token: Any) -> None:
+    run.closed = True
+    with _active_lock:
+        if run in _active:
+            _active.remove(run)
+    try:
+        _current.reset(token)
+    except ValueError:
+        # Exited in another context than it was entered (an async generator, a callback):
+        # the run is closed, which is what matters.
+        _current.set(None)
+
+
+def exception_type_name(exc: BaseException) -> tuple[str, bool]:
+    """``("ValueError", True)`` for builtins, ``("pkg.mod.Error", False)`` otherwise."""
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__, True
+    return f"{cls.__module__}.{cls.__qualname__}", False
+
+
+def safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__qualname__}: str() failed>"
+
+
+def record_failure(
+    span: Span, exc: BaseException, redactor: Redactor, known: KnownSecrets | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """Add the ``exception`` event for ``exc`` to ``span``, message and stack trace redacted.
+
+    Returns the redacted message and where it and the stack trace were redacted. (The
+    SDK's ``record_exception`` would store both as they are.)
+    """
+    message, found = redactor.redact_text(safe_str(exc), known=known)
+    records = [redaction.record("error.message") for redaction in found]
+    try:
+        stacktrace = "".join(traceback.format_exception(exc))
+    except Exception:  # a broken __str__ or __repr__ somewhere in the chain
+        stacktrace = f"{type(exc).__qualname__}: {message}"
+    stacktrace, found = redactor.redact_text(stacktrace, known=known)
+    records.extend(redaction.record("error.stacktrace") for redaction in found)
+    span.add_event(
+        A.EVENT_EXCEPTION,
+        {
+            A.EXCEPTION_TYPE: exception_type_name(exc)[0],
+            A.EXCEPTION_MESSAGE: message,
+            A.EXCEPTION_STACKTRACE: stacktrace,
+            A.EXCEPTION_ESCAPED: "True",
+        },
+    )
+    return message, records
+
+
+def mark_run_end(run: ActiveRun, exc: BaseException | None) -> None:
+    """Put the run's status, failure, output and redactions on its span (before it ends)."""
+    span = run.span
+    if exc is not None:
+        error_type, _ = exception_type_name(exc)
+        message, records = record_failure(span, exc, run.redactor, run.known_secrets)
+        run.note_redactions(0, records)
+        attributes: dict[str, Any] = {
+            A.STATUS: STATUS_FAILED,
+            A.ERROR_TYPE: error_type,
+            A.ERROR_MESSAGE: message,
+        }
+        step = run.failure_step(exc)
+        if step is not None:
+            attributes[A.ERROR_STEP] = step
+        span.set_attributes(attributes)
+        span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}"))
+    else:
+        span.set_attribute(A.STATUS, STATUS_COMPLETED)
+    if run.has_output and run.output_json is not None:
+        span.set_attribute(A.RUN_OUTPUT, run.output_json)
+    redactions = run.sorted_redactions()
+    if redactions:
+        span.set_attribute(A.REDACTIONS, canonical(redactions))

@@ -1,0 +1,221 @@
+"""``@trace_tool``: record a tool call, and answer it from the recording during replay."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+from sftrace._internal import log_once
+from sftrace._model.policy import ReplayPolicy
+from sftrace._model.serialize import Serializer, dumps
+from sftrace._record.boundary import BoundarySpec, Restore, call_async, call_sync
+from sftrace._record.run import current_run
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_P = inspect.Parameter
+
+
+class ArgumentBinder:
+    """Maps a call's arguments to parameter names (defaults applied, ``self``/``cls`` dropped).
+
+    Simple signatures (no positional-only, ``*args`` or ``**kwargs``) take a fast path;
+    anything else goes through ``inspect.Signature.bind``, which raises the same
+    ``TypeError`` the function itself would for a bad call.
+    """
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.signature = signature = inspect.signature(func)
+        params = list(signature.parameters.values())
+        self.drop: str | None = None
+        if (
+            params
+            and params[0].name in ("self", "cls")
+            and params[0].kind
+            in (
+                _P.POSITIONAL_ONLY,
+                _P.POSITIONAL_OR_KEYWORD,
+            )
+        ):
+            self.drop = params[0].name
+        self.simple = all(p.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY) for p in params)
+        self.positional = tuple(p.name for p in params if p.kind is _P.POSITIONAL_OR_KEYWORD)
+        self.names = frozenset(p.name for p in params)
+        self.defaults = {p.name: p.default for p in params if p.default is not _P.empty}
+        self.count = len(params)
+        self.var_keyword = next((p.name for p in params if p.kind is _P.VAR_KEYWORD), None)
+
+    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.simple and len(args) <= len(self.positional):
+            bound = dict(zip(self.positional, args, strict=False))
+            if kwargs:
+                for key in kwargs:
+                    if key not in self.names or key in bound:
+                        return self._slow(args, kwargs)
+                bound.update(kwargs)
+            if len(bound) < self.count:
+                for key, default in self.defaults.items():
+                    bound.setdefault(key, default)
+                if len(bound) < self.count:
+                    return self._slow(args, kwargs)  # a missing argument: let bind() say so
+        else:
+            bound = self._slow(args, kwargs)
+        if self.drop is not None:
+            bound.pop(self.drop, None)
+        return bound
+
+    def _slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound_arguments = self.signature.bind(*args, **kwargs)
+        bound_arguments.apply_defaults()
+        arguments = dict(bound_arguments.arguments)
+        if self.var_keyword is not None:
+            arguments.update(arguments.pop(self.var_keyword, {}))
+        if self.drop is not None:
+            arguments.pop(self.drop, None)
+        return arguments
+
+
+_PLAIN_RETURNS: frozenset[Any] = frozenset(
+    {inspect.Signature.empty, Any, None, type(None), object, dict, list, str, int, float, bool}
+)
+
+
+def return_restorer(func: Callable[..., Any]) -> Restore:
+    """Rebuild a replayed JSON value as the function's annotated return type.
+
+    Replayed values are the recorded JSON. When the function's return annotation is a
+    pydantic model, a dataclass, or any type pydantic can validate (``list[Model]``,
+    ``datetime``...), the value is validated into that type, so the agent gets the same
+    kind of object it got when the run was recorded. Built lazily, on first replay.
+    """
+    cached: list[Restore] = []
+
+    def restore(value: Any) -> Any:
+        if not cached:
+            cached.append(_build_restorer(func))
+        return cached[0](value)
+
+    return restore
+
+
+def _build_restorer(func: Callable[..., Any]) -> Restore:
+    try:
+        annotation = typing.get_type_hints(func).get("return", inspect.Signature.empty)
+    except Exception:
+        annotation = inspect.signature(func).return_annotation
+        if isinstance(annotation, str):
+            return _identity
+    try:
+        if annotation in _PLAIN_RETURNS:
+            return _identity
+    except TypeError:  # unhashable annotation
+        pass
+    from pydantic import TypeAdapter
+
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    except Exception as exc:
+        log_once(f"building a replay restorer for {func.__qualname__}", exc)
+        return _identity
+
+    def restore(value: Any) -> Any:
+        try:
+            return adapter.validate_python(value)
+        except Exception as exc:
+            log_once(f"restoring the return type of {func.__qualname__}", exc)
+            return value
+
+    return restore
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@overload
+def trace_tool(func: F, /) -> F: ...
+@overload
+def trace_tool(
+    func: str | None = None,
+    /,
+    *,
+    name: str | None = None,
+    replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
+    serializer: Serializer | None = None,
+) -> Callable[[F], F]: ...
+
+
+def trace_tool(
+    func: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
+    serializer: Serializer | None = None,
+) -> Any:
+    """Record calls of a tool function; answer them from the recording during replay.
+
+    Use as ``@trace_tool`` or ``@trace_tool(name=..., replay_policy=..., serializer=...)``
+    on sync and ``async def`` functions and methods. Inputs are recorded by parameter name
+    (defaults applied, ``self``/``cls`` dropped); the result, or the raised exception, is
+    recorded and passed through unchanged. Outside any recording or replay the function
+    runs as if undecorated.
+
+    Args:
+        name: the tool name recorded and matched on replay. Default: the function name.
+        replay_policy: what a replay does with this call: ``"frozen"`` (default),
+            ``"live"``, ``"forbidden"``, ``"manual"`` or ``"derived"``.
+        serializer: converts values JSON cannot hold (returns a JSON-compatible value
+            or raises ``TypeError``).
+    """
+    if isinstance(func, str):
+        name, func = func, None
+    policy = ReplayPolicy.parse(replay_policy, parameter="replay_policy")
+
+    def decorate(fn: F) -> F:
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"@trace_tool cannot wrap the generator function {fn.__qualname__}: a tool "
+                f"must return its whole result; collect it into a list and return that"
+            )
+        if not callable(fn):
+            raise TypeError(f"@trace_tool expects a function, got {type(fn).__qualname__}")
+        tool_name = name or getattr(fn, "__name__", None) or repr(fn)
+        spec = BoundarySpec.tool(tool_name, policy, serializer)
+        binder = ArgumentBinder(fn)
+        restore = return_restorer(fn)
+        what = f"tool {tool_name!r} input"
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                run = current_run()
+                if run is None:
+                    return await fn(*args, **kwargs)
+                input_json = dumps(binder.arguments(args, kwargs), serializer=serializer, what=what)
+                return await call_async(run, spec, input_json, lambda: fn(*args, **kwargs), restore)
+
+            wrapper: Any = async_wrapper
+        else:
+
+            @functools.wraps(fn)
+            def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+                # Outside any run (the common case in production) this costs one
+                # context-variable read and one list check.
+                run = current_run()
+                if run is None:
+                    return fn(*args, **kwargs)
+                input_json = dumps(binder.arguments(args, kwargs), serializer=serializer, what=what)
+                return call_sync(run, spec, input_json, lambda: fn(*args, **kwargs), restore)
+
+            wrapper = sync_wrapper
+        wrapper.__sftrace_tool__ = spec
+        return typing.cast(F, wrapper)
+
+    if func is not None:
+        return decorate(func)
+    return decorate

@@ -1,0 +1,1 @@
+"""regress layer of sftrace (private)."""

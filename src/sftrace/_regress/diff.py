@@ -1,0 +1,416 @@
+"""The machinery of behavioural diffs: JSON normalisation, path differences with ignore
+patterns, and the alignment of two call sequences by content.
+
+Alignment is a longest-common-subsequence match (Myers' O(ND) greedy algorithm) after
+trimming the common prefix and suffix and setting aside items found on one side only, so
+one inserted call shows as one added call and not as every later call changed. Its cost
+is bounded: time O((N+M)·D) and memory O(N+M+D²) for D differences, with D capped at
+:data:`MAX_EDIT_DISTANCE` (lower for very long runs); beyond the cap the region is
+aligned greedily in O((N+M) log M) and the alignment is flagged approximate.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from sftrace._errors import ConfigError
+from sftrace._model.jsondiff import MISSING
+from sftrace._model.serialize import canonical
+
+Segment = str | int
+DiffKind = Literal["structure", "value", "text"]
+
+# Above this many differences, the alignment falls back to a greedy match; the cap is
+# lowered for long runs so that (N+M)·D stays under the work budget.
+MAX_EDIT_DISTANCE: Final = 1000
+_WORK_BUDGET: Final = 5_000_000
+# At most this many path differences are listed for one compared value.
+MAX_PATHS: Final = 50
+
+__all__ = [
+    "MISSING",
+    "Difference",
+    "PathPattern",
+    "align",
+    "format_path",
+    "normalize",
+    "strip_paths",
+    "value_differences",
+]
+
+
+# --- normalisation -----------------------------------------------------------------
+
+
+def normalize(value: Any) -> Any:
+    """The value as compared: strings stripped, integral floats as ints, and dict keys
+    whose value is ``None`` dropped (so ``2 == 2.0``, ``" ok " == "ok"`` and
+    ``{"a": None} == {}``)."""
+    if isinstance(value, dict):
+        return {key: normalize(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list | tuple):
+        return [normalize(item) for item in value]
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def content_key(value: Any) -> str:
+    """Canonical text of the normalised value: equal keys mean equal values."""
+    return canonical(normalize(value))
+
+
+# --- paths and patterns ------------------------------------------------------------
+
+
+def format_path(segments: Iterable[Segment]) -> str:
+    """``("items", 2, "id")`` -> ``$.items[2].id``; odd keys as ``$['a b']``."""
+    parts = ["$"]
+    for segment in segments:
+        if isinstance(segment, int):
+            parts.append(f"[{segment}]")
+        elif segment.isidentifier():
+            parts.append(f".{segment}")
+        else:
+            parts.append(f"[{segment!r}]")
+    return "".join(parts)
+
+
+_NAME = re.compile(r"[^.\[\]'\"]+")
+_BRACKET = re.compile(r"""\[(?:(?P<index>\d+|\*)|(?P<quote>['"])(?P<key>.*?)(?P=quote))\]""")
+
+
+@dataclass(frozen=True, slots=True)
+class PathPattern:
+    """A JSON path pattern such as ``reply.generated_at`` or ``items.*.id``.
+
+    ``*`` matches any one key or index; a pattern also matches everything below the
+    paths it names. A leading ``$`` or ``$.`` is optional.
+    """
+
+    text: str
+    segments: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> PathPattern:
+        """Parse ``text``; raise ``ConfigError`` (a ``ValueError``) if it is malformed."""
+        if not isinstance(text, str):
+            raise ConfigError(f"an ignore path must be a string, got {text!r}")
+        body = text.strip()
+        rooted = body.startswith("$")
+        if rooted:
+            body = body[1:]
+        segments: list[str] = []
+        position = 0
+        while position < len(body):
+            dotted = body.startswith(".", position)
+            if dotted or (position == 0 and not rooted and not body.startswith("[")):
+                # a key: after a dot, or first in a pattern without "$"
+                start = position + 1 if dotted else position
+                name = _NAME.match(body, start)
+                if name is None or (dotted and position == 0 and not rooted):
+                    raise _bad_pattern(text)
+                segments.append(name.group())
+                position = name.end()
+                continue
+            bracket = _BRACKET.match(body, position)
+            if bracket is None:
+                raise _bad_pattern(text)
+            segments.append(bracket.group("index") or bracket.group("key") or "")
+            position = bracket.end()
+        if not segments or any(not segment.strip() for segment in segments):
+            raise _bad_pattern(text)
+        return cls(text=text, segments=tuple(segments))
+
+    def matches(self, path: Sequence[Segment]) -> bool:
+        """Whether ``path`` is named by the pattern or lies below a path it names."""
+        if len(path) < len(self.segments):
+            return False
+        return all(
+            want == "*" or want == str(have)
+            for want, have in zip(self.segments, path, strict=False)
+        )
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _bad_pattern(text: str) -> ConfigError:
+    return ConfigError(
+        f"invalid ignore path {text!r}: expected dotted keys such as 'reply.generated_at', "
+        f"with '*' for any key or index ('items.*.id') and [N] or ['key'] where needed"
+    )
+
+
+def matching_pattern(path: Sequence[Segment], patterns: Sequence[PathPattern]) -> str | None:
+    """The text of the first pattern matching ``path``, if any."""
+    for pattern in patterns:
+        if pattern.matches(path):
+            return pattern.text
+    return None
+
+
+def strip_paths(value: Any, patterns: Sequence[PathPattern], path: tuple[Segment, ...] = ()) -> Any:
+    """``value`` without the parts the patterns name (list items become ``None``)."""
+    if not patterns:
+        return value
+    if isinstance(value, dict):
+        kept: dict[str, Any] = {}
+        for key, item in value.items():
+            child = (*path, key)
+            if matching_pattern(child, patterns) is None:
+                kept[key] = strip_paths(item, patterns, child)
+        return kept
+    if isinstance(value, list):
+        return [
+            None
+            if matching_pattern((*path, index), patterns) is not None
+            else strip_paths(item, patterns, (*path, index))
+            for index, item in enumerate(value)
+        ]
+    return value
+
+
+# --- value differences ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One path where two JSON values differ (after normalisation).
+
+    ``baseline`` or ``candidate`` is :data:`MISSING` when the path exists on one side
+    only; ``ignored_by`` names the ignore pattern that matched it, if any.
+    """
+
+    segments: tuple[Segment, ...]
+    baseline: Any
+    candidate: Any
+    ignored_by: str | None = None
+
+    @property
+    def path(self) -> str:
+        return format_path(self.segments)
+
+    @property
+    def kind(self) -> DiffKind:
+        """``structure`` (a key or item added or removed, a type changed), ``text`` (two
+        free-text strings: several words on at least one side) or ``value``."""
+        left, right = self.baseline, self.candidate
+        if left is MISSING or right is MISSING or _type_class(left) != _type_class(right):
+            return "structure"
+        if (
+            isinstance(left, str)
+            and isinstance(right, str)
+            and (_is_prose(left) or _is_prose(right))
+        ):
+            return "text"
+        return "value"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "baseline": None if self.baseline is MISSING else self.baseline,
+            "candidate": None if self.candidate is MISSING else self.candidate,
+            "missing": "baseline"
+            if self.baseline is MISSING
+            else "candidate"
+            if self.candidate is MISSING
+            else None,
+            "ignored_by": self.ignored_by,
+        }
+
+
+def _type_class(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def _is_prose(text: str) -> bool:
+    return any(character.isspace() for character in text.strip())
+
+
+def value_differences(
+    baseline: Any,
+    candidate: Any,
+    *,
+    ignore: Sequence[PathPattern] = (),
+    limit: int = MAX_PATHS,
+) -> tuple[list[Difference], bool]:
+    """The paths where the normalised values differ, and whether the list was cut at
+    ``limit``. Differences under an ignore pattern are included, marked ``ignored_by``."""
+    found: list[Difference] = []
+    truncated = _walk(normalize(baseline), normalize(candidate), (), found, ignore, limit)
+    return found, truncated
+
+
+def _same_scalar(left: Any, right: Any) -> bool:
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    return type(left) is type(right) and left == right
+
+
+def _walk(
+    left: Any,
+    right: Any,
+    path: tuple[Segment, ...],
+    found: list[Difference],
+    ignore: Sequence[PathPattern],
+    limit: int,
+) -> bool:
+    """Append differences; return True when ``limit`` cut the walk short."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        for key in sorted(set(left) | set(right)):
+            if _walk(
+                left.get(key, MISSING), right.get(key, MISSING), (*path, key), found, ignore, limit
+            ):
+                return True
+        return False
+    if isinstance(left, list) and isinstance(right, list):
+        for index in range(max(len(left), len(right))):
+            if _walk(
+                left[index] if index < len(left) else MISSING,
+                right[index] if index < len(right) else MISSING,
+                (*path, index),
+                found,
+                ignore,
+                limit,
+            ):
+                return True
+        return False
+    if left is not MISSING and right is not MISSING and _same_scalar(left, right):
+        return False
+    if len(found) >= limit:
+        return True
+    found.append(Difference(path, left, right, matching_pattern(path, ignore)))
+    return False
+
+
+# --- sequence alignment ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """Matched index pairs ``(i, j)`` (increasing in both), and whether a region had too
+    many differences for an exact alignment and was matched greedily."""
+
+    pairs: list[tuple[int, int]]
+    approximate: bool
+
+
+def align(
+    left: Sequence[Hashable],
+    right: Sequence[Hashable],
+    *,
+    max_edit_distance: int = MAX_EDIT_DISTANCE,
+) -> Alignment:
+    """A longest common subsequence of ``left`` and ``right`` as matched index pairs."""
+    ids: dict[Hashable, int] = {}
+    a = [ids.setdefault(item, len(ids)) for item in left]
+    b = [ids.setdefault(item, len(ids)) for item in right]
+    n, m = len(a), len(b)
+    start = 0
+    while start < n and start < m and a[start] == b[start]:
+        start += 1
+    end_a, end_b = n, m
+    while end_a > start and end_b > start and a[end_a - 1] == b[end_b - 1]:
+        end_a -= 1
+        end_b -= 1
+    pairs = [(i, i) for i in range(start)]
+    # Items found on one side only can never match: align the rest (same LCS, fewer
+    # differences to walk), then map the indexes back.
+    left_mid, right_mid = a[start:end_a], b[start:end_b]
+    in_left, in_right = set(left_mid), set(right_mid)
+    keep_left = [i for i, item in enumerate(left_mid) if item in in_right]
+    keep_right = [j for j, item in enumerate(right_mid) if item in in_left]
+    kept_a = [left_mid[i] for i in keep_left]
+    kept_b = [right_mid[j] for j in keep_right]
+    # Bound the work, O((N+M)·D), as well as D itself.
+    cap = min(max_edit_distance, max(64, _WORK_BUDGET // max(1, len(kept_a) + len(kept_b))))
+    middle = _myers(kept_a, kept_b, cap)
+    approximate = middle is None
+    if middle is None:
+        middle = _greedy(kept_a, kept_b)
+    pairs.extend((keep_left[i] + start, keep_right[j] + start) for i, j in middle)
+    pairs.extend((end_a + k, end_b + k) for k in range(n - end_a))
+    return Alignment(pairs, approximate)
+
+
+def _myers(a: list[int], b: list[int], max_d: int) -> list[tuple[int, int]] | None:
+    """Myers' greedy LCS with a trace for backtracking; None if D exceeds ``max_d``."""
+    n, m = len(a), len(b)
+    if n == 0 or m == 0:
+        return []
+    limit = min(n + m, max_d)
+    offset = limit + 1
+    v = [0] * (2 * limit + 3)
+    trace: list[list[int]] = []  # trace[d]: v[-d-1 .. d+1] before step d
+    for d in range(limit + 1):
+        trace.append(v[offset - d - 1 : offset + d + 2])
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and v[offset + k - 1] < v[offset + k + 1]):
+                x = v[offset + k + 1]  # a step down (an insertion)
+            else:
+                x = v[offset + k - 1] + 1  # a step right (a deletion)
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x += 1
+                y += 1
+            v[offset + k] = x
+            if x >= n and y >= m:
+                return _backtrack(trace, n, m, d)
+    return None
+
+
+def _backtrack(trace: list[list[int]], n: int, m: int, depth: int) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    x, y = n, m
+    for d in range(depth, -1, -1):
+        saved = trace[d]
+
+        def at(k: int, saved: list[int] = saved, d: int = d) -> int:
+            return saved[k + d + 1]
+
+        k = x - y
+        went_down = k == -d or (k != d and at(k - 1) < at(k + 1))
+        previous_k = k + 1 if went_down else k - 1
+        previous_x = at(previous_k) if d > 0 else 0
+        previous_y = previous_x - previous_k if d > 0 else 0
+        while x > previous_x and y > previous_y:
+            x -= 1
+            y -= 1
+            pairs.append((x, y))
+        x, y = previous_x, previous_y
+    pairs.reverse()
+    return pairs
+
+
+def _greedy(a: list[int], b: list[int]) -> list[tuple[int, int]]:
+    """A common subsequence in O((N+M) log M): each item of ``a`` takes the next equal
+    item of ``b``. Not the longest; used only past the edit-distance cap."""
+    positions: dict[int, list[int]] = {}
+    for j, item in enumerate(b):
+        positions.setdefault(item, []).append(j)
+    pairs: list[tuple[int, int]] = []
+    after = 0
+    for i, item in enumerate(a):
+        candidates = positions.get(item)
+        if not candidates:
+            continue
+        index = bisect.bisect_left(candidates, after)
+        if index < len(candidates):
+            pairs.append((i, candidates[index]))
+            after = candidates[index] + 1
+    return pairs

@@ -1,0 +1,212 @@
+"""``sftrace export --pytest``: turn a recorded run into a short, readable pytest module.
+
+The module uses the plugin's API (the ``sftrace_replay`` fixture and
+``sftrace.testing.assert_expectations``), so it states what the test checks and
+nothing of how replay works::
+
+    BUNDLE = Path(__file__).parent / "bundles/refund.sftrace"
+    ENTRYPOINT = "refund_agent:handle"
+    EXPECTED_OUTPUT = {"decision": "denied"}
+
+    def test_refund(sftrace_replay):
+        result = sftrace_replay(BUNDLE, ENTRYPOINT)
+        assert_expectations(result, output=EXPECTED_OUTPUT, not_called=["issue_refund"])
+
+Without expectations the test checks that the replay behaves as recorded; when the
+recorded run failed, that the replay now completes (the failure is fixed).
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from sftrace._bundle.load import load_bundle
+from sftrace._errors import ConfigError
+from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
+
+_ENTRYPOINT: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_WIDTH: Final = 88
+
+
+def export_pytest(
+    bundle: str | os.PathLike[str],
+    *,
+    entrypoint: str,
+    expect_output: str | os.PathLike[str] | None = None,
+    expect_trajectory: str | os.PathLike[str] | None = None,
+    output: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write a pytest module replaying ``bundle`` against ``entrypoint``; return its path.
+
+    ``expect_output``: a JSON file holding the corrected output. ``expect_trajectory``:
+    an expectations document (JSON or TOML; see ``sftrace.Expectations``). ``output``:
+    the module to write (default ``test_<bundle name>.py`` in the working directory);
+    an existing file is replaced only with ``overwrite``.
+    """
+    bundle_path = Path(bundle)
+    recorded = load_bundle(bundle_path)
+    if not isinstance(entrypoint, str) or not _ENTRYPOINT.match(entrypoint):
+        raise ConfigError(
+            f"entrypoint must be 'module:function' (e.g. 'my_agent:run'), got {entrypoint!r}"
+        )
+    expectations = load_expectations(expect_trajectory) if expect_trajectory is not None else None
+    if expect_output is not None:
+        if expectations is not None and expectations.has_output:
+            raise ConfigError(
+                f"{expect_trajectory} already sets 'output'; drop it there or omit --expect-output"
+            )
+        expectations = (expectations or Expectations()).with_output(load_json_value(expect_output))
+    target = Path(output) if output is not None else Path(f"test_{_identifier(bundle_path)}.py")
+    if target.suffix != ".py":
+        raise ConfigError(f"the test module must be a .py file, got {str(target)!r}")
+    if target.exists() and not overwrite:
+        raise ConfigError(
+            f"{str(target)!r} already exists; choose another path with -o or pass --overwrite"
+        )
+    failure = recorded.failure if recorded.status == "failed" else None
+    source = render_module(
+        bundle=_relative(bundle_path, target),
+        entrypoint=entrypoint,
+        expectations=expectations,
+        test_name=_test_name(target, bundle_path),
+        recorded=(
+            f"failed with {failure.type}: {_first_line(failure.message or '')}"
+            if failure is not None
+            else recorded.status
+        ),
+        recorded_failed=failure is not None,
+    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(source, encoding="utf-8")
+    os.replace(partial, target)
+    return target
+
+
+def render_module(
+    *,
+    bundle: str,
+    entrypoint: str,
+    expectations: Expectations | None,
+    test_name: str,
+    recorded: str,
+    recorded_failed: bool,
+) -> str:
+    """The text of the test module."""
+    if expectations is None and recorded_failed:
+        expectations = Expectations(status="completed")
+    lines = [
+        f'"""Regression test for the agent run recorded in {Path(bundle).name}.',
+        "",
+        f"Exported by `sftrace export`. The recorded run {recorded}. The replay is",
+        "offline: every tool and LLM call the agent makes is answered from the bundle, in",
+        "order, and the test fails if the agent reaches a call the recording cannot answer.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from pathlib import Path",
+        "",
+    ]
+    if expectations is None:
+        lines.append("from sftrace.testing import assert_same_as_recorded")
+    else:
+        lines.append("from sftrace.testing import assert_expectations")
+    lines += [
+        "",
+        f"BUNDLE = Path(__file__).parent / {_string(bundle)}",
+        f"ENTRYPOINT = {_string(entrypoint)}",
+    ]
+    arguments: list[tuple[str, str]] = []
+    if expectations is not None:
+        document = expectations.to_dict()
+        if "output" in document:
+            lines += ["", f"EXPECTED_OUTPUT = {literal(document.pop('output'), 0)}"]
+            arguments.append(("output", "EXPECTED_OUTPUT"))
+        arguments += [(key, literal(value, 8)) for key, value in document.items()]
+    lines += [
+        "",
+        "",
+        f"def {test_name}(sftrace_replay):",
+        "    result = sftrace_replay(BUNDLE, ENTRYPOINT)",
+    ]
+    if expectations is None:
+        lines.append("    assert_same_as_recorded(result)")
+    else:
+        lines.append("    assert_expectations(")
+        lines.append("        result,")
+        lines.extend(f"        {key}={value}," for key, value in arguments)
+        lines.append("    )")
+    return "\n".join(lines) + "\n"
+
+
+def literal(value: Any, indent: int) -> str:
+    """A Python literal for a JSON value, on one line when it fits, else one item a line."""
+    flat = _flat(value)
+    if len(flat) + indent <= _WIDTH or not isinstance(value, dict | list) or not value:
+        return flat
+    inner = " " * (indent + 4)
+    if isinstance(value, dict):
+        items = [
+            f"{inner}{_string(str(key))}: {literal(item, indent + 4)},"
+            for key, item in value.items()
+        ]
+        return "{\n" + "\n".join(items) + "\n" + " " * indent + "}"
+    items = [f"{inner}{literal(item, indent + 4)}," for item in value]
+    return "[\n" + "\n".join(items) + "\n" + " " * indent + "]"
+
+
+def _flat(value: Any) -> str:
+    if value is None:
+        return "None"
+    if value is True:
+        return "True"
+    if value is False:
+        return "False"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_string(str(k))}: {_flat(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_flat(item) for item in value) + "]"
+    raise ConfigError(f"cannot write {type(value).__qualname__} {value!r} as a JSON literal")
+
+
+def _string(text: str) -> str:
+    # A JSON string literal is a valid Python string literal (same escapes).
+    return orjson.dumps(text).decode()
+
+
+def _relative(bundle: Path, target: Path) -> str:
+    try:
+        return Path(os.path.relpath(bundle.resolve(), target.resolve().parent)).as_posix()
+    except ValueError:  # another drive
+        return bundle.resolve().as_posix()
+
+
+def _identifier(path: Path) -> str:
+    stem = path.name.removesuffix(".sftrace")
+    name = re.sub(r"\W+", "_", stem).strip("_").lower() or "recorded_run"
+    return name
+
+
+def _test_name(target: Path, bundle: Path) -> str:
+    stem = re.sub(r"\W+", "_", target.stem).strip("_").lower()
+    name = stem if stem.startswith("test_") else f"test_{_identifier(bundle)}"
+    if not name.isidentifier() or keyword.iskeyword(name):
+        name = "test_recorded_run"
+    return name
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""

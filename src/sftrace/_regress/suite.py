@@ -1,0 +1,502 @@
+"""Regression suites: TOML files of recorded runs to replay and judge, run by
+``sftrace test`` and collected by pytest.
+
+A suite file is named ``*.sftrace-suite.toml`` (the pytest plugin collects only those)
+and lives next to the agent::
+
+    name = "refund agent"                 # default: the file name
+    entrypoint = "refund_agent:handle"    # module:function, importable from pythonpath
+    pythonpath = ["."]                    # default: the suite's directory
+    match = "strict"                      # or "unordered"
+
+    [policy]                              # the suite's ComparisonPolicy
+    ignore_paths = ["ticket_id"]
+    severity_overrides = { OUTPUT_TEXT_CHANGED = "error" }
+
+    [[cases]]
+    name = "refund outside the window"
+    bundle = "bundles/outside_window.sftrace"        # relative to this file
+    expected_output = "expected/outside_window.json" # optional: a JSON file
+    expected_trajectory = "expected/outside_window.toml"  # optional: an expectations doc
+
+    [cases.expect]                        # optional inline expectations (same keys)
+    not_called = ["issue_refund"]
+
+    [cases.policy]                        # extends the suite's policy
+    ignore_paths = ["reply"]
+
+A case without expectations passes when the replay behaves as recorded
+(``sftrace.compare``); with expectations it passes when the replay meets them. Loading
+validates everything (keys, bundles, files, policies) before any case runs; a problem
+raises one :class:`SuiteError` naming the file and the case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import re
+import sys
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from sftrace._bundle.load import load_bundle
+from sftrace._bundle.reader import Bundle
+from sftrace._errors import ConfigError, SftraceError, SuiteError
+from sftrace._model.policy import MatchMode
+from sftrace._regress.compare import ComparisonPolicy, Report, Severity, compare
+from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
+
+SUITE_SUFFIX: Final = ".sftrace-suite.toml"
+_SUITE_KEYS: Final = ("name", "entrypoint", "pythonpath", "match", "policy", "cases")
+_CASE_KEYS: Final = (
+    "name",
+    "bundle",
+    "entrypoint",
+    "match",
+    "expected_output",
+    "expected_trajectory",
+    "expect",
+    "policy",
+)
+_POLICY_KEYS: Final = ("severity_overrides", "ignore_paths")
+_ENTRYPOINT: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+# Directories never searched for suites.
+_SKIPPED_DIRS: Final = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
+
+Outcome = Literal["passed", "failed", "error"]
+
+
+def is_suite_file(path: Path) -> bool:
+    """Whether ``path`` is named like a suite file (``*.sftrace-suite.toml``)."""
+    return path.name.endswith(SUITE_SUFFIX) and len(path.name) > len(SUITE_SUFFIX)
+
+
+@dataclass(frozen=True)
+class SuiteCase:
+    """One validated case of a suite: a bundle to replay and how to judge the replay."""
+
+    suite_name: str
+    suite_path: Path
+    name: str
+    bundle_path: Path
+    bundle: Bundle
+    entrypoint: str
+    match: MatchMode
+    expectations: Expectations | None
+    policy: ComparisonPolicy
+    pythonpath: tuple[Path, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite_name}::{self.name}"
+
+    def run(self, *, entrypoint: str | None = None) -> CaseResult:
+        """Replay the bundle against the entrypoint (``entrypoint`` overrides the suite's)
+        and judge it. Never raises: a case that cannot run is an ``error`` outcome."""
+        return _run_case(self, entrypoint)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated suite file."""
+
+    path: Path
+    name: str
+    cases: tuple[SuiteCase, ...]
+
+    def run(
+        self,
+        *,
+        entrypoint: str | None = None,
+        on_result: Callable[[CaseResult], None] | None = None,
+    ) -> list[CaseResult]:
+        """Run every case in order; ``on_result`` is called after each."""
+        results = []
+        for case in self.cases:
+            result = case.run(entrypoint=entrypoint)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+        return results
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The outcome of one case: ``passed``, ``failed`` (a regression: ``report`` holds
+    the error findings) or ``error`` (the case could not run: ``error`` says why)."""
+
+    case: SuiteCase
+    outcome: Outcome
+    report: Report | None
+    error: str | None
+    duration_s: float
+
+    @property
+    def id(self) -> str:
+        return self.case.id
+
+    def failure_text(self) -> str:
+        """What a reader needs when the case did not pass."""
+        if self.outcome == "error":
+            return f"could not run: {self.error}"
+        assert self.report is not None
+        return self.report.format(include_info=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.case.suite_name,
+            "suite_path": str(self.case.suite_path),
+            "case": self.case.name,
+            "outcome": self.outcome,
+            "bundle": str(self.case.bundle_path),
+            "entrypoint": self.case.entrypoint,
+            "duration_s": round(self.duration_s, 6),
+            "error": self.error,
+            "report": self.report.to_dict() if self.report is not None else None,
+        }
+
+
+# --- loading and validation -----------------------------------------------------------
+
+
+def load_suite(path: str | os.PathLike[str]) -> Suite:
+    """Load and validate the suite file at ``path`` (bundles and expectation files
+    included); raise :class:`SuiteError` naming the file and case on the first problem."""
+    suite_path = Path(path)
+    display = str(suite_path)
+    try:
+        text = suite_path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SuiteError(f"{display}: suite file not found", path=display) from None
+    except IsADirectoryError:
+        raise SuiteError(f"{display}: is a directory, not a suite file", path=display) from None
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{display}: not UTF-8 text ({exc})", path=display) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{display}: invalid TOML: {exc}", path=display) from None
+    return _Loader(suite_path).suite(data)
+
+
+class _Loader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.base = path.resolve().parent
+        self.display = str(path)
+
+    def fail(self, message: str, case: str | None = None) -> SuiteError:
+        where = f"{self.display}: case {case!r}" if case is not None else self.display
+        return SuiteError(f"{where}: {message}", path=self.display, case=case)
+
+    def suite(self, data: dict[str, Any]) -> Suite:
+        self.keys(data, _SUITE_KEYS, "suite key", None)
+        name = data.get("name", self.path.name.removesuffix(SUITE_SUFFIX) or self.path.stem)
+        if not isinstance(name, str) or not name.strip():
+            raise self.fail(f"'name' must be a non-empty string, got {name!r}")
+        entrypoint = data.get("entrypoint")
+        if entrypoint is not None:
+            self.entrypoint(entrypoint, None)
+        pythonpath = self.pythonpath(data.get("pythonpath", ["."]))
+        match = self.match(data.get("match", "strict"), None)
+        policy = self.policy(data.get("policy"), None)
+        cases_data = data.get("cases")
+        if not isinstance(cases_data, list) or not cases_data:
+            raise self.fail("no cases: add at least one [[cases]] table with a name and a bundle")
+        cases: list[SuiteCase] = []
+        seen: set[str] = set()
+        for index, raw in enumerate(cases_data, start=1):
+            case = self.case(raw, index, name, entrypoint, match, policy, pythonpath)
+            if case.name in seen:
+                raise self.fail("duplicate case name; give each case its own name", case.name)
+            seen.add(case.name)
+            cases.append(case)
+        return Suite(self.path, name, tuple(cases))
+
+    def keys(
+        self, data: Mapping[str, Any], known: tuple[str, ...], what: str, case: str | None
+    ) -> None:
+        for key in data:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise self.fail(
+                    f"unknown {what} {key!r}{hint}; expected one of {', '.join(known)}", case
+                )
+
+    def entrypoint(self, value: Any, case: str | None) -> str:
+        if not isinstance(value, str) or not _ENTRYPOINT.match(value):
+            raise self.fail(
+                f"entrypoint must be 'module:function' (e.g. 'my_agent:run'), got {value!r}",
+                case,
+            )
+        return value
+
+    def match(self, value: Any, case: str | None) -> MatchMode:
+        try:
+            return MatchMode.parse(value, parameter="match")
+        except ConfigError as exc:
+            raise self.fail(str(exc), case) from None
+
+    def pythonpath(self, value: Any) -> tuple[Path, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self.fail(f"pythonpath must be a list of directories, got {value!r}")
+        paths = []
+        for item in value:
+            directory = (self.base / item).resolve()
+            if not directory.is_dir():
+                raise self.fail(f"pythonpath entry {item!r} is not a directory ({directory})")
+            paths.append(directory)
+        return tuple(paths)
+
+    def policy(self, value: Any, case: str | None) -> ComparisonPolicy | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(f"policy must be a table, got {value!r}", case)
+        self.keys(value, _POLICY_KEYS, "policy key", case)
+        try:
+            return ComparisonPolicy(
+                severity_overrides=value.get("severity_overrides", {}),
+                ignore_paths=value.get("ignore_paths", ()),
+            )
+        except ConfigError as exc:
+            raise self.fail(f"policy: {exc}", case) from None
+
+    def file(self, value: Any, key: str, case: str) -> Path:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(f"{key} must be a path relative to the suite file, got {value!r}", case)
+        return self.path.parent / value
+
+    def case(
+        self,
+        raw: Any,
+        index: int,
+        suite_name: str,
+        suite_entrypoint: str | None,
+        suite_match: MatchMode,
+        suite_policy: ComparisonPolicy | None,
+        pythonpath: tuple[Path, ...],
+    ) -> SuiteCase:
+        if not isinstance(raw, dict):
+            raise self.fail(f"cases[{index}] must be a table, got {raw!r}")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise self.fail(f"cases[{index}] needs a non-empty 'name', got {name!r}")
+        self.keys(raw, _CASE_KEYS, "case key", name)
+        entrypoint = raw.get("entrypoint", suite_entrypoint)
+        if entrypoint is None:
+            raise self.fail(
+                "no entrypoint: set 'entrypoint' at the top of the suite or in the case", name
+            )
+        entrypoint = self.entrypoint(entrypoint, name)
+        match = self.match(raw["match"], name) if "match" in raw else suite_match
+        if "bundle" not in raw:
+            raise self.fail("missing 'bundle' (the path of a .sftrace bundle)", name)
+        bundle_path = self.file(raw["bundle"], "bundle", name)
+        try:
+            bundle = load_bundle(bundle_path)
+        except SftraceError as exc:
+            raise self.fail(f"bundle {raw['bundle']!r}: {exc}", name) from None
+        policy = (suite_policy or ComparisonPolicy()).extend(self.policy(raw.get("policy"), name))
+        expectations = self.expectations(raw, name)
+        return SuiteCase(
+            suite_name=suite_name,
+            suite_path=self.path,
+            name=name,
+            bundle_path=bundle_path,
+            bundle=bundle,
+            entrypoint=entrypoint,
+            match=match,
+            expectations=expectations,
+            policy=policy,
+            pythonpath=pythonpath,
+        )
+
+    def expectations(self, raw: Mapping[str, Any], name: str) -> Expectations | None:
+        document: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        if "expected_trajectory" in raw:
+            target = self.file(raw["expected_trajectory"], "expected_trajectory", name)
+            try:
+                loaded = load_expectations(target).to_dict()
+            except ConfigError as exc:
+                raise self.fail(f"expected_trajectory: {exc}", name) from None
+            document.update(loaded)
+            sources.update(dict.fromkeys(loaded, "expected_trajectory"))
+        if "expect" in raw:
+            inline = raw["expect"]
+            if not isinstance(inline, dict):
+                raise self.fail(f"expect must be a table of expectations, got {inline!r}", name)
+            for key in inline:
+                if key in document:
+                    raise self.fail(
+                        f"expect.{key} is also set by {sources[key]}; set it in one place",
+                        name,
+                    )
+            document.update(inline)
+            sources.update(dict.fromkeys(inline, "expect"))
+        if "expected_output" in raw:
+            if "output" in document:
+                raise self.fail(
+                    f"expected_output is given, and {sources['output']} also sets 'output'; "
+                    f"set it in one place",
+                    name,
+                )
+            target = self.file(raw["expected_output"], "expected_output", name)
+            try:
+                document["output"] = load_json_value(target)
+            except ConfigError as exc:
+                raise self.fail(f"expected_output: {exc}", name) from None
+        if not document:
+            return None
+        try:
+            return Expectations.from_mapping(document, source="expectations")
+        except ConfigError as exc:
+            raise self.fail(str(exc), name) from None
+
+
+def discover_suites(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Suite files named by ``paths``: a file as given, a directory searched for
+    ``*.sftrace-suite.toml`` (skipping hidden and virtual-environment directories)."""
+    found: list[Path] = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            found.extend(_walk(path))
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = sorted(
+            name
+            for name in subdirectories
+            if not name.startswith(".")
+            and name not in _SKIPPED_DIRS
+            and not (Path(directory) / name / "pyvenv.cfg").exists()
+        )
+        for name in sorted(files):
+            candidate = Path(directory) / name
+            if is_suite_file(candidate):
+                yield candidate
+
+
+# --- running ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def python_path(directories: Iterable[Path]) -> Iterator[None]:
+    """Put ``directories`` first on ``sys.path`` for the block (the agent's modules)."""
+    added = [str(directory) for directory in directories if str(directory) not in sys.path]
+    sys.path[:0] = added
+    try:
+        yield
+    finally:
+        for entry in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
+
+
+def _run_case(case: SuiteCase, entrypoint: str | None) -> CaseResult:
+    from sftrace._replay.run import replay_run, resolve_entrypoint
+
+    started = time.perf_counter()
+    target_name = entrypoint or case.entrypoint
+    try:
+        with python_path(case.pythonpath):
+            target = resolve_entrypoint(target_name)
+            result = replay_run(case.bundle, target, match=case.match)
+        report = compare(case.bundle, result, case.policy, expect=case.expectations)
+    except Exception as exc:  # the case could not run; report it, keep running the rest
+        message = str(exc).strip() or type(exc).__name__
+        if not isinstance(exc, SftraceError):
+            message = f"{type(exc).__name__}: {message}"
+        return CaseResult(case, "error", None, message, time.perf_counter() - started)
+    outcome: Outcome = "passed" if report.passed else "failed"
+    return CaseResult(case, outcome, report, None, time.perf_counter() - started)
+
+
+# --- reporting -------------------------------------------------------------------------
+
+
+def summary_line(results: Iterable[CaseResult]) -> str:
+    """``3 passed, 1 failed`` (and ``, 1 error`` when cases could not run)."""
+    counted = list(results)
+    passed = sum(1 for result in counted if result.outcome == "passed")
+    failed = sum(1 for result in counted if result.outcome == "failed")
+    errors = sum(1 for result in counted if result.outcome == "error")
+    line = f"{passed} passed, {failed} failed"
+    if errors:
+        line += f", {errors} error" + ("" if errors == 1 else "s")
+    return line
+
+
+def junit_xml(results: Iterable[CaseResult]) -> ET.ElementTree:
+    """A JUnit XML document: one ``testsuite`` per suite file, one ``testcase`` per case."""
+    by_suite: dict[Path, list[CaseResult]] = {}
+    for result in results:
+        by_suite.setdefault(result.case.suite_path, []).append(result)
+    root = ET.Element("testsuites", name="sftrace")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
+    for suite_path, suite_results in by_suite.items():
+        failures = sum(1 for r in suite_results if r.outcome == "failed")
+        errors = sum(1 for r in suite_results if r.outcome == "error")
+        elapsed = sum(r.duration_s for r in suite_results)
+        suite_element = ET.SubElement(
+            root,
+            "testsuite",
+            name=suite_results[0].case.suite_name,
+            tests=str(len(suite_results)),
+            failures=str(failures),
+            errors=str(errors),
+            skipped="0",
+            time=f"{elapsed:.3f}",
+            file=str(suite_path),
+        )
+        for result in suite_results:
+            case_element = ET.SubElement(
+                suite_element,
+                "testcase",
+                classname=result.case.suite_name,
+                name=result.case.name,
+                file=str(suite_path),
+                time=f"{result.duration_s:.3f}",
+            )
+            if result.outcome == "failed":
+                assert result.report is not None
+                errors_found = result.report.by_severity(Severity.ERROR)
+                first = errors_found[0].message if errors_found else "behaviour changed"
+                failure = ET.SubElement(
+                    case_element,
+                    "failure",
+                    message=f"{len(errors_found)} error findings; first: {first}",
+                    type="regression",
+                )
+                failure.text = result.failure_text()
+            elif result.outcome == "error":
+                error = ET.SubElement(
+                    case_element, "error", message=result.error or "", type="case-error"
+                )
+                error.text = result.failure_text()
+        totals["tests"] += len(suite_results)
+        totals["failures"] += failures
+        totals["errors"] += errors
+        totals["time"] += elapsed
+    root.set("tests", str(totals["tests"]))
+    root.set("failures", str(totals["failures"]))
+    root.set("errors", str(totals["errors"]))
+    root.set("time", f"{totals['time']:.3f}")
+    ET.indent(root)
+    return ET.ElementTree(root)

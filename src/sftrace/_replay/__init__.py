@@ -1,0 +1,1 @@
+"""replay layer of sftrace (private)."""

@@ -1,0 +1,326 @@
+"""Matching reached calls to recorded ones, and deciding what each call does.
+
+The replay ``SpanProcessor`` asks :meth:`ReplayController.decide` as each boundary span
+starts; the interceptor in the boundary then acts on the :class:`Decision`: return the
+recorded result, run the body, ask the manual handler, or raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sftrace._bundle.reader import Call
+from sftrace._errors import (
+    RecordedDependencyError,
+    ReplayError,
+    ReplayExhaustedError,
+    ReplayMismatchError,
+    ReplayPolicyError,
+)
+from sftrace._model import attributes as A
+from sftrace._model.jsondiff import differences, format_differences
+from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
+from sftrace._model.serialize import loads
+from sftrace._record.intercept import Action, Decision, Reached
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedCall:
+    """A recorded call the replay reached, and what it did with it."""
+
+    number: int  # 1-based position among reached calls
+    recorded: Call
+    action: str  # "substituted", "executed", "derived", "manual" or "refused"
+
+
+ManualHandler = Callable[[Call], Any]
+
+
+def _identity(call: Call | Reached) -> tuple[str, str, str | None]:
+    return (call.kind, call.name, call.provider)
+
+
+class ReplayController:
+    """The matching state of one replay. Thread-safe."""
+
+    def __init__(
+        self,
+        calls: list[Call],
+        *,
+        mode: ReplayMode,
+        match: MatchMode,
+        live_llms: Iterable[str] = (),
+        allow_live_tools: Iterable[str] = (),
+        manual: ManualHandler | None = None,
+        recorded_run_id: str = "",
+        span_parents: dict[str, str | None] | None = None,
+    ) -> None:
+        self.calls = calls
+        self.mode = mode
+        self.match = match
+        self.live_llms = frozenset(live_llms)
+        self.allow_live_tools = frozenset(allow_live_tools)
+        self.manual = manual
+        self.recorded_run_id = recorded_run_id
+        self.matched: list[MatchedCall] = []
+        self.divergence: ReplayError | None = None
+        self.reached_count = 0
+        self._used = [False] * len(calls)
+        self._next = 0
+        self._lock = threading.Lock()
+        self._decisions: dict[int, Decision] = {}
+        self.spans: list[Any] = []  # the replay's own finished spans (ReadableSpan)
+        self._by_key: dict[tuple[str, str, str | None, str], deque[int]] = defaultdict(deque)
+        self.covered: list[Call] = []  # recorded calls inside a substituted call
+        self._inner = _inner_calls(calls, span_parents or {})
+        if match is MatchMode.UNORDERED:
+            for index, call in enumerate(calls):
+                self._by_key[(*_identity(call), call.input_json)].append(index)
+
+    # -- the processor stores decisions by span id; the interceptor takes them ------------
+    def store(self, span_id: int, decision: Decision) -> None:
+        with self._lock:
+            self._decisions[span_id] = decision
+
+    def take(self, span_id: int) -> Decision | None:
+        with self._lock:
+            return self._decisions.pop(span_id, None)
+
+    @property
+    def unused(self) -> list[Call]:
+        with self._lock:
+            return [call for call, used in zip(self.calls, self._used, strict=True) if not used]
+
+    # -- deciding ------------------------------------------------------------------------
+    def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:
+        with self._lock:
+            self.reached_count += 1
+            number = self.reached_count
+            if self._is_live_llm(reached):
+                return self._live_llm(number, reached)
+            try:
+                index = self._find(number, reached)
+            except ReplayError as exc:
+                self._diverge(exc)
+                return Decision(Action.RAISE, error=exc)
+            self._used[index] = True
+            recorded = self.calls[index]
+            decision = self._apply_policy(number, recorded, reached)
+            if decision.action in (Action.RETURN, Action.MANUAL) or (
+                decision.action is Action.RAISE and not isinstance(decision.error, ReplayError)
+            ):
+                self._cover(index)
+            label = decision.action.value
+            if decision.action is Action.RAISE and not isinstance(decision.error, ReplayError):
+                label = Action.RETURN.value  # a recorded failure, answered from the recording
+            self.matched.append(MatchedCall(number, recorded, label))
+            if decision.action is Action.RAISE and isinstance(decision.error, ReplayError):
+                self._diverge(decision.error)
+            return decision
+
+    def _cover(self, index: int) -> None:
+        """Mark the calls recorded inside a call whose body will not run as used."""
+        pending = list(self._inner.get(index, ()))
+        while pending:
+            inner = pending.pop()
+            if not self._used[inner]:
+                self._used[inner] = True
+                self.covered.append(self.calls[inner])
+            pending.extend(self._inner.get(inner, ()))
+
+    def diverge(self, error: ReplayError) -> None:
+        with self._lock:
+            self._diverge(error)
+
+    def _diverge(self, error: ReplayError) -> None:
+        if self.divergence is None:
+            self.divergence = error
+
+    def _is_live_llm(self, reached: Reached) -> bool:
+        return (
+            self.mode is ReplayMode.HYBRID
+            and reached.kind == A.KIND_LLM
+            and f"{reached.provider}/{reached.name}" in self.live_llms
+        )
+
+    def _live_llm(self, number: int, reached: Reached) -> Decision:
+        # A live LLM's input may change: pair it with the recorded call at the same
+        # position if that is the same provider and model, to keep later calls aligned.
+        candidates = [self._next] if self.match is MatchMode.STRICT else range(len(self.calls))
+        for index in candidates:
+            if index < len(self.calls) and not self._used[index]:
+                recorded = self.calls[index]
+                if _identity(recorded) == _identity(reached):
+                    self._used[index] = True
+                    if self.match is MatchMode.STRICT:
+                        self._next += 1
+                    self.matched.append(MatchedCall(number, recorded, Action.EXECUTE.value))
+                    break
+        return Decision(Action.EXECUTE)
+
+    def _find(self, number: int, reached: Reached) -> int:
+        if self.match is MatchMode.UNORDERED:
+            queue = self._by_key.get((*_identity(reached), reached.input_json))
+            while queue:
+                index = queue.popleft()
+                if not self._used[index]:
+                    return index
+            if all(self._used):
+                raise self._exhausted(number, reached)
+            raise self._mismatch(number, reached, self._nearest(reached), unordered=True)
+        while self._next < len(self.calls) and self._used[self._next]:
+            self._next += 1
+        if self._next >= len(self.calls):
+            raise self._exhausted(number, reached)
+        recorded = self.calls[self._next]
+        if _identity(recorded) != _identity(reached) or recorded.input_json != reached.input_json:
+            raise self._mismatch(number, reached, recorded, unordered=False)
+        self._next += 1
+        return self._next - 1
+
+    def _nearest(self, reached: Reached) -> Call | None:
+        unused = [c for c, used in zip(self.calls, self._used, strict=True) if not used]
+        same = [c for c in unused if _identity(c) == _identity(reached)]
+        if same:
+            return min(same, key=lambda c: len(differences(c.input, loads(reached.input_json))))
+        same_kind = [c for c in unused if c.kind == reached.kind]
+        candidates = same_kind or unused
+        return candidates[0] if candidates else None
+
+    def _exhausted(self, number: int, reached: Reached) -> ReplayExhaustedError:
+        return ReplayExhaustedError(
+            f"replay exhausted at call {number}: reached {reached.label} with input "
+            f"{_preview(reached.input_json)}, but all {len(self.calls)} recorded calls were "
+            f"already used; the agent makes more calls than the recorded run did",
+            call_number=number,
+            reached=reached.describe(),
+        )
+
+    def _mismatch(
+        self, number: int, reached: Reached, recorded: Call | None, *, unordered: bool
+    ) -> ReplayMismatchError:
+        diffs: list[tuple[str, Any, Any]] = []
+        lines: list[str] = []
+        if unordered:
+            lines.append(
+                f"replay diverged at call {number}: reached {reached.label}, and no unused "
+                f"recorded call has the same kind, name and input"
+            )
+        elif recorded is not None and _identity(recorded) == _identity(reached):
+            lines.append(
+                f"replay diverged at call {number}: reached {reached.label} with a different "
+                f"input than recorded"
+            )
+        else:
+            recorded_label = recorded.label if recorded is not None else "nothing"
+            lines.append(
+                f"replay diverged at call {number}: reached {reached.label}, but the recording "
+                f"has {recorded_label} at this position"
+            )
+        reached_input = loads(reached.input_json)
+        if recorded is not None:
+            diffs = differences(recorded.input, reached_input)
+            where = "nearest unused recorded call" if unordered else "recorded"
+            lines.append(
+                f"  {where}: call {recorded.seq}: {recorded.label} {_preview(recorded.input_json)}"
+            )
+        lines.append(f"  reached:  {reached.label} {_preview(reached.input_json)}")
+        if diffs and recorded is not None and _identity(recorded) == _identity(reached):
+            lines.append("  input differs at:")
+            lines.append(format_differences(diffs, left="recorded", right="reached"))
+        return ReplayMismatchError(
+            "\n".join(lines),
+            call_number=number,
+            recorded=recorded.describe() if recorded is not None else None,
+            reached=reached.describe(),
+            differences=diffs,
+        )
+
+    def _apply_policy(self, number: int, recorded: Call, reached: Reached) -> Decision:
+        policy = recorded.policy
+        if policy == ReplayPolicy.FORBIDDEN:
+            return Decision(
+                Action.RAISE,
+                recorded,
+                ReplayPolicyError(
+                    f"call {number} ({recorded.label}) was recorded with replay_policy="
+                    f"'forbidden': it must not be reached during a replay"
+                ),
+            )
+        if policy == ReplayPolicy.DERIVED:
+            return Decision(Action.DERIVED, recorded)
+        if policy == ReplayPolicy.LIVE:
+            return Decision(Action.EXECUTE, recorded)
+        if policy == ReplayPolicy.MANUAL:
+            if self.manual is None:
+                return Decision(
+                    Action.RAISE,
+                    recorded,
+                    ReplayPolicyError(
+                        f"call {number} ({recorded.label}) was recorded with replay_policy="
+                        f"'manual', but the replay has no manual handler; pass manual=<a "
+                        f"function taking the recorded Call and returning the value to use>"
+                    ),
+                )
+            return Decision(Action.MANUAL, recorded)
+        # frozen: the mode decides
+        if self.mode is ReplayMode.LIVE:
+            if recorded.kind == A.KIND_LLM or recorded.name in self.allow_live_tools:
+                return Decision(Action.EXECUTE, recorded)
+            return Decision(
+                Action.RAISE,
+                recorded,
+                ReplayPolicyError(
+                    f"call {number} ({recorded.label}) would run a real tool in live mode; "
+                    f"allow it with allow_live_tools=[{recorded.name!r}] (CLI: "
+                    f"--allow-live-tool {recorded.name}) or replay it frozen"
+                ),
+            )
+        if recorded.error is not None:
+            return Decision(Action.RAISE, recorded, rebuild_exception(recorded))
+        return Decision(Action.RETURN, recorded)
+
+
+def _inner_calls(calls: list[Call], span_parents: dict[str, str | None]) -> dict[int, list[int]]:
+    """For each call index, the indexes of the calls directly inside it.
+
+    A call is inside another when walking up its parent spans (through spans that are not
+    calls, such as the application's own spans) reaches the other call's span.
+    """
+    index_of = {call.span_id: index for index, call in enumerate(calls)}
+    inner: dict[int, list[int]] = {}
+    for index, call in enumerate(calls):
+        parent = call.parent_span_id
+        hops = 0
+        while parent is not None and parent not in index_of and hops < 10_000:
+            parent = span_parents.get(parent)
+            hops += 1
+        if parent is not None and parent in index_of:
+            inner.setdefault(index_of[parent], []).append(index)
+    return inner
+
+
+def rebuild_exception(call: Call) -> BaseException:
+    """The exception a recorded failed call raises again."""
+    error = call.error
+    assert error is not None
+    if error.cancelled:
+        return asyncio.CancelledError(error.message)
+    if error.builtin:
+        candidate = getattr(builtins, error.type, None)
+        if isinstance(candidate, type) and issubclass(candidate, BaseException):
+            try:
+                return candidate(error.message)
+            except Exception:  # a builtin that needs other arguments
+                pass
+    return RecordedDependencyError(error.type, error.message)
+
+
+def _preview(text: str, width: int = 200) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

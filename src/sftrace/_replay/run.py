@@ -1,0 +1,248 @@
+"""``replay_run``: replay a bundle against the agent's own entrypoint, get a ``ReplayResult``."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from opentelemetry.sdk.trace import ReadableSpan
+
+from sftrace._bundle.reader import Bundle, Call, call_from_span
+from sftrace._errors import ConfigError, ReplayError, TraceSerializationError
+from sftrace._model import attributes as A
+from sftrace._model.otlp_json import encode_span
+from sftrace._model.policy import MatchMode, ReplayMode
+from sftrace._model.serialize import to_json
+from sftrace._record.run import exception_type_name
+from sftrace._replay.controller import ManualHandler, MatchedCall
+from sftrace._replay.session import ReplaySession, as_bundle
+
+Entrypoint = Callable[..., Any]
+
+
+@dataclass
+class ReplayResult:
+    """What happened when a recorded run was replayed against an entrypoint."""
+
+    status: Literal["completed", "failed", "diverged"]
+    return_value: Any
+    output: Any
+    has_output: bool
+    error: BaseException | None
+    matched: list[MatchedCall]
+    unused: list[Call]
+    divergence: ReplayError | None
+    reproduced_failure: bool
+    spans: list[ReadableSpan]
+    bundle: Bundle
+    saved_path: Path | None = None
+    _calls: list[Call] | None = field(default=None, repr=False)
+
+    @property
+    def calls(self) -> list[Call]:
+        """The calls the replayed run made, in the order they were reached."""
+        if self._calls is None:
+            calls = []
+            for span in self.spans:
+                attributes = span.attributes or {}
+                if attributes.get(A.KIND) in (A.KIND_TOOL, A.KIND_LLM):
+                    calls.append(call_from_span(encode_span(span), dict(attributes)))
+            calls.sort(key=lambda call: call.seq)
+            self._calls = calls
+        return self._calls
+
+    @property
+    def reproduced(self) -> bool:
+        """The recorded behaviour came back: the same failure, or the same output.
+
+        When the replayed run set no output, the entrypoint's return value stands in for
+        it: recordings usually do ``session.set_output(run_agent(...))`` around the very
+        entrypoint that the replay calls.
+        """
+        recorded = self.bundle
+        if recorded.status == "failed":
+            return self.reproduced_failure
+        if self.status != "completed":
+            return False
+        if recorded.has_output:
+            if self.has_output:
+                return _canonical(self.output) == _canonical(recorded.output)
+            try:
+                returned = to_json(self.return_value)
+            except TraceSerializationError:
+                return False
+            return _canonical(returned) == _canonical(recorded.output)
+        return True
+
+
+def _canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
+    """Turn ``"package.module:function"`` (or ``"module:Class.method"``) into a callable."""
+    if callable(entrypoint):
+        return entrypoint
+    if not isinstance(entrypoint, str) or ":" not in entrypoint:
+        raise ConfigError(f"entrypoint must be 'module:function' or a callable, got {entrypoint!r}")
+    module_name, _, attribute_path = entrypoint.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    importlib.invalidate_caches()  # modules written since start-up (generated tests)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot import the entrypoint module {module_name!r} of {entrypoint!r}: "
+            f"{type(exc).__name__}: {exc}; check the name and that it is importable from "
+            f"the working directory"
+        ) from exc
+    for part in attribute_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ConfigError(
+                f"entrypoint {entrypoint!r}: module {module_name!r} has no attribute "
+                f"{attribute_path!r}"
+            ) from None
+    if not callable(target):
+        raise ConfigError(f"entrypoint {entrypoint!r} is not callable ({type(target).__name__})")
+    return target  # type: ignore[no-any-return]
+
+
+def _call_args(bundle: Bundle) -> tuple[Any, ...]:
+    return (bundle.run_input,) if bundle.has_run_input else ()
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    """Run a coroutine to completion, also when called from inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # A loop is running in this thread: run ours in a worker thread with the same context.
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(context.run, asyncio.run, coroutine).result()
+
+
+def _result(session: ReplaySession, value: Any, error: BaseException | None) -> ReplayResult:
+    recorded = session.bundle
+    status: Literal["completed", "failed", "diverged"]
+    if session.divergence is not None:
+        status = "diverged"
+    elif error is not None:
+        status = "failed"
+    else:
+        status = "completed"
+    reproduced_failure = False
+    if recorded.status == "failed" and error is not None and recorded.failure is not None:
+        reproduced_failure = exception_type_name(error)[0] == recorded.failure.type
+    return ReplayResult(
+        status=status,
+        return_value=value,
+        output=session.output,
+        has_output=session.has_output,
+        error=error,
+        matched=session.matched,
+        unused=session.unused,
+        divergence=session.divergence,
+        reproduced_failure=reproduced_failure,
+        spans=list(session.spans),
+        bundle=recorded,
+        saved_path=session.saved_path,
+    )
+
+
+def _session(
+    bundle: Bundle | str | os.PathLike[str],
+    mode: ReplayMode | str,
+    live_llms: Iterable[str] | None,
+    allow_live_tools: Iterable[str] | None,
+    match: MatchMode | str,
+    manual: ManualHandler | None,
+    save: str | os.PathLike[str] | None,
+    overwrite: bool,
+) -> ReplaySession:
+    return ReplaySession(
+        as_bundle(bundle),
+        mode=mode,
+        live_llms=live_llms,
+        allow_live_tools=allow_live_tools,
+        match=match,
+        manual=manual,
+        save=save,
+        overwrite=overwrite,
+    )
+
+
+def replay_run(
+    bundle: Bundle | str | os.PathLike[str],
+    entrypoint: str | Entrypoint,
+    *,
+    mode: ReplayMode | str = ReplayMode.FROZEN,
+    live_llms: Iterable[str] | None = None,
+    allow_live_tools: Iterable[str] | None = None,
+    match: MatchMode | str = MatchMode.STRICT,
+    manual: ManualHandler | None = None,
+    save: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+) -> ReplayResult:
+    """Replay ``bundle`` by calling the agent's own ``entrypoint``; never raises its errors.
+
+    The entrypoint (``"module:function"`` or a callable) is called with the recorded
+    ``run_input`` as its one argument when one was recorded, else with no arguments; an
+    async entrypoint is awaited (also when called from inside a running event loop: it
+    then runs in a worker thread; in async code prefer :func:`areplay_run`). The agent's
+    exception, if any, is in ``result.error``. ``save``: also write the replayed run as a
+    bundle at this path (``overwrite`` to replace one). Other options as in ``replay()``.
+    """
+    target = resolve_entrypoint(entrypoint)
+    session = _session(bundle, mode, live_llms, allow_live_tools, match, manual, save, overwrite)
+    value: Any = None
+    error: BaseException | None = None
+    with session:
+        try:
+            value = target(*_call_args(session.bundle))
+            if inspect.isawaitable(value):
+                value = _run_coroutine(value)
+        except (Exception, SystemExit) as exc:
+            error = exc
+    return _result(session, value, error)
+
+
+async def areplay_run(
+    bundle: Bundle | str | os.PathLike[str],
+    entrypoint: str | Entrypoint,
+    *,
+    mode: ReplayMode | str = ReplayMode.FROZEN,
+    live_llms: Iterable[str] | None = None,
+    allow_live_tools: Iterable[str] | None = None,
+    match: MatchMode | str = MatchMode.STRICT,
+    manual: ManualHandler | None = None,
+    save: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+) -> ReplayResult:
+    """The async twin of :func:`replay_run`, awaiting an async entrypoint in this loop."""
+    target = resolve_entrypoint(entrypoint)
+    session = _session(bundle, mode, live_llms, allow_live_tools, match, manual, save, overwrite)
+    value: Any = None
+    error: BaseException | None = None
+    async with session:
+        try:
+            value = target(*_call_args(session.bundle))
+            if inspect.isawaitable(value):
+                value = await value
+        except (Exception, SystemExit) as exc:
+            error = exc
+    return _result(session, value, error)

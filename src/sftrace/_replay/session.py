@@ -1,0 +1,329 @@
+"""``replay()``: re-run an agent with its instrumented calls answered from a bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+
+from sftrace._bundle.load import load_bundle
+from sftrace._bundle.names import new_run_id
+from sftrace._bundle.reader import Bundle, Call
+from sftrace._bundle.writer import check_bundle_target
+from sftrace._errors import ConfigError, IncompleteReplayError, ReplayError
+from sftrace._internal import internal_error
+from sftrace._model import attributes as A
+from sftrace._model.policy import MatchMode, ReplayMode
+from sftrace._model.serialize import loads
+from sftrace._record.config import State, get_state
+from sftrace._record.run import ActiveRun, enter_run, exit_run, mark_run_end
+from sftrace._replay import processor as _replay_processor
+from sftrace._replay.controller import ManualHandler, MatchedCall, ReplayController
+
+
+def as_bundle(bundle_or_path: Bundle | str | os.PathLike[str]) -> Bundle:
+    if isinstance(bundle_or_path, Bundle):
+        return bundle_or_path
+    return load_bundle(bundle_or_path)
+
+
+def _check_live_llms(live_llms: Iterable[str] | None) -> tuple[str, ...]:
+    if live_llms is None:
+        return ()
+    if isinstance(live_llms, str):
+        live_llms = (live_llms,)
+    checked = tuple(live_llms)
+    for item in checked:
+        provider, sep, model = str(item).partition("/")
+        if not sep or not provider or not model:
+            raise ConfigError(
+                f"live_llms entries must be 'provider/model' (e.g. 'openai/gpt-4o'), got {item!r}"
+            )
+    return checked
+
+
+class ReplaySession:
+    """One replay of a recorded run. Use as ``with replay(...) as session`` or ``async with``.
+
+    After the block: ``matched`` (the recorded calls reached and what each did),
+    ``unused`` (recorded calls never reached), ``divergence`` (the first mismatch, kept
+    even if the agent caught it), ``output`` (what the replayed run passed to
+    ``set_output``) and ``spans`` (the replay's own finished spans).
+    """
+
+    def __init__(
+        self,
+        bundle_or_path: Bundle | str | os.PathLike[str],
+        *,
+        mode: ReplayMode | str = ReplayMode.FROZEN,
+        live_llms: Iterable[str] | None = None,
+        allow_live_tools: Iterable[str] | None = None,
+        match: MatchMode | str = MatchMode.STRICT,
+        manual: ManualHandler | None = None,
+        save: str | os.PathLike[str] | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        self.mode = ReplayMode.parse(mode, parameter="mode")
+        self.match = MatchMode.parse(match, parameter="match")
+        self.live_llms = _check_live_llms(live_llms)
+        if isinstance(allow_live_tools, str):
+            allow_live_tools = (allow_live_tools,)
+        self.allow_live_tools = tuple(allow_live_tools or ())
+        if self.live_llms and self.mode is not ReplayMode.HYBRID:
+            raise ConfigError(
+                f"live_llms={list(self.live_llms)!r} needs mode='hybrid' (got mode="
+                f"{self.mode.value!r}); in 'live' mode every LLM call runs live already"
+            )
+        if self.allow_live_tools and self.mode is not ReplayMode.LIVE:
+            raise ConfigError(
+                f"allow_live_tools={list(self.allow_live_tools)!r} needs mode='live' (got "
+                f"mode={self.mode.value!r})"
+            )
+        if manual is not None and not callable(manual):
+            raise ConfigError(f"manual must be a callable taking the recorded Call, got {manual!r}")
+        self.bundle = as_bundle(bundle_or_path)
+        self.controller = ReplayController(
+            self.bundle.calls,
+            mode=self.mode,
+            match=self.match,
+            live_llms=self.live_llms,
+            allow_live_tools=self.allow_live_tools,
+            manual=manual,
+            recorded_run_id=self.bundle.run_id,
+            span_parents=self.bundle.span_parents
+            or {span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans},
+        )
+        self._save = Path(save) if save is not None else None
+        self._overwrite = overwrite
+        self._run: ActiveRun | None = None
+        self._tokens: tuple[Any, Any] | None = None
+        self._state: State | None = None
+        self.spans: list[ReadableSpan] = []
+        self.saved_path: Path | None = None
+        self.error: BaseException | None = None
+
+    # -- results -------------------------------------------------------------------------
+    @property
+    def matched(self) -> list[MatchedCall]:
+        return list(self.controller.matched)
+
+    @property
+    def unused(self) -> list[Call]:
+        return self.controller.unused
+
+    @property
+    def divergence(self) -> ReplayError | None:
+        return self.controller.divergence
+
+    @property
+    def has_output(self) -> bool:
+        return self._run is not None and self._run.has_output
+
+    @property
+    def output(self) -> Any:
+        """What the replayed run passed to ``session.set_output`` (None if nothing)."""
+        run = self._run
+        if run is None or run.output_json is None:
+            return None
+        return loads(run.output_json)
+
+    @property
+    def run_id(self) -> str | None:
+        return self._run.run_id if self._run is not None else None
+
+    def verify_complete(self) -> None:
+        """Raise ``IncompleteReplayError`` if recorded calls were never reached."""
+        unused = self.unused
+        if not unused:
+            return
+        listed = "\n".join(
+            f"  call {call.seq}: {call.label} {call.input_json[:120]}" for call in unused[:10]
+        )
+        more = f"\n  ... and {len(unused) - 10} more" if len(unused) > 10 else ""
+        raise IncompleteReplayError(
+            f"replay incomplete: {len(unused)} of {len(self.bundle.calls)} recorded calls were "
+            f"never reached:\n{listed}{more}",
+            unused=unused,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> ReplaySession:
+        self._check_save()
+        self._start()
+        if self._save is not None:
+            self._begin_save()
+        self._activate()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._deactivate(exc)
+        self._end()
+
+    async def __aenter__(self) -> ReplaySession:
+        self._check_save()
+        self._start()
+        if self._save is not None:
+            await asyncio.to_thread(self._begin_save)
+        self._activate()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._deactivate(exc)
+        await asyncio.to_thread(self._end)
+
+    def _start(self) -> None:
+        if self._run is not None:
+            raise ConfigError("a ReplaySession can be entered only once; call replay() again")
+        state = self._state = get_state()
+        manifest = self.bundle.manifest
+        links = []
+        if manifest.root_span_id:
+            recorded_context = SpanContext(
+                trace_id=int(manifest.trace_id, 16),
+                span_id=int(manifest.root_span_id, 16),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+            links.append(Link(recorded_context, {A.REPLAY_OF: manifest.run_id}))
+        run_id = new_run_id()
+        attributes: dict[str, Any] = {
+            A.KIND: A.KIND_RUN,
+            A.SEQ: 0,
+            A.RUN_ID: run_id,
+            A.GEN_AI_OPERATION_NAME: A.OPERATION_INVOKE_AGENT,
+            A.GEN_AI_AGENT_NAME: manifest.agent_name,
+            A.REPLAY_OF: manifest.run_id,
+        }
+        run_span = self.bundle.run_span
+        for item in run_span.get("attributes", ()):
+            if item.get("key") in (A.RUN_INPUT, A.METADATA):
+                value = item.get("value", {}).get("stringValue")
+                if isinstance(value, str):
+                    attributes[item["key"]] = value
+        span = state.tracer.start_span(
+            f"{A.OPERATION_INVOKE_AGENT} {manifest.agent_name}",
+            context=Context(),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            links=links,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self._run = ActiveRun(
+            tracer=state.tracer,
+            agent_name=manifest.agent_name,
+            run_id=run_id,
+            span=span,
+            replay=self.controller,
+        )
+        _replay_processor.register(self._run.trace_id, self.controller)
+
+    def _check_save(self) -> None:
+        """Refuse an existing save target before anything starts."""
+        path = self._save
+        if path is None:
+            return
+        check_bundle_target(path, overwrite=self._overwrite, purpose="save the replay")
+
+    def _begin_save(self) -> None:
+        run, state, path = self._run, self._state, self._save
+        assert run is not None
+        assert state is not None
+        assert path is not None
+        state.bundle_exporter.begin_run(
+            run.trace_id,
+            path=path,
+            overwrite=self._overwrite,
+            header={"run_id": run.run_id, "agent_name": run.agent_name},
+        )
+
+    def _activate(self) -> None:
+        run = self._run
+        assert run is not None
+        self._tokens = (enter_run(run), otel_context.attach(run.context))
+
+    def _deactivate(self, exc: BaseException | None) -> None:
+        run, tokens = self._run, self._tokens
+        assert run is not None
+        assert tokens is not None
+        try:
+            otel_context.detach(tokens[1])
+        finally:
+            exit_run(run, tokens[0])
+        self.error = exc
+        mark_run_end(run, exc)
+
+    def _end(self) -> None:
+        run, state = self._run, self._state
+        assert run is not None
+        assert state is not None
+        try:
+            run.span.end()
+        finally:
+            _replay_processor.unregister(run.trace_id)
+        self.spans = self.controller.spans
+        if self._save is not None:
+            outcome = state.bundle_exporter.pop_outcome(run.trace_id)
+            if outcome is not None and outcome.path is not None:
+                self.saved_path = outcome.path
+            elif outcome is not None and outcome.error is not None:
+                internal_error("saving the replayed run", outcome.error)
+
+
+def replay(
+    bundle_or_path: Bundle | str | os.PathLike[str],
+    *,
+    mode: ReplayMode | str = ReplayMode.FROZEN,
+    live_llms: Iterable[str] | None = None,
+    allow_live_tools: Iterable[str] | None = None,
+    match: MatchMode | str = MatchMode.STRICT,
+    manual: ManualHandler | None = None,
+) -> ReplaySession:
+    """Replay a recorded run: every instrumented call is answered from the bundle.
+
+    ::
+
+        with replay("failure.sftrace") as session:
+            run_agent()
+        session.verify_complete()
+
+    Args:
+        bundle_or_path: a ``Bundle`` or the path of a ``.sftrace`` bundle.
+        mode: ``"frozen"`` (default): every call answered from the recording, no body
+            runs. ``"live"``: calls must still match in order; LLM calls run for real and
+            tools run only if named in ``allow_live_tools``. ``"hybrid"``: tools frozen,
+            the LLM calls named in ``live_llms`` run for real (their inputs may change).
+        live_llms: ``"provider/model"`` names of LLMs to call live in hybrid mode.
+        allow_live_tools: tool names allowed to run for real in live mode.
+        match: ``"strict"`` (default): the Nth call reached must match the Nth recorded
+            call. ``"unordered"``: each call takes the earliest unused recorded call with
+            the same kind, name and input (for agents whose concurrency varies the order).
+        manual: answers calls recorded with ``replay_policy="manual"``: called with the
+            recorded ``Call``, returns the value to use.
+    """
+    return ReplaySession(
+        bundle_or_path,
+        mode=mode,
+        live_llms=live_llms,
+        allow_live_tools=allow_live_tools,
+        match=match,
+        manual=manual,
+    )
