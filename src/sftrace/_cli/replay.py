@@ -25,7 +25,8 @@ from sftrace._errors import SftraceError
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import to_json
 from sftrace._record.run import exception_type_name
-from sftrace._replay.run import ReplayResult, replay_run, resolve_entrypoint
+from sftrace._replay.options import ReplayOptions
+from sftrace._replay.run import ReplayResult, resolve_entrypoint, run_replay
 
 PREVIEW_CHARS = 100
 
@@ -120,6 +121,14 @@ def replay_command(
     with bad_input_policy():
         # Check everything we can before any agent code runs.
         recorded = load_bundle(bundle)
+        options = ReplayOptions.build(
+            mode=mode,
+            live_llms=live_llms,
+            allow_live_tools=allow_live_tools,
+            match=match,
+            save=save,
+            overwrite=overwrite,
+        )
         if save is not None:
             check_bundle_target(
                 save,
@@ -131,16 +140,7 @@ def replay_command(
         # With --json, stdout carries only the document: the agent's prints go to stderr.
         redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
         with redirect:
-            result = replay_run(
-                recorded,
-                target,
-                mode=mode,
-                live_llms=live_llms,
-                allow_live_tools=allow_live_tools,
-                match=match,
-                save=save,
-                overwrite=overwrite,
-            )
+            result = run_replay(recorded, target, options)
     verdict = replay_verdict(result)
     if as_json:
         document = replay_document(result, entrypoint=entrypoint, mode=mode, match=match)

@@ -10,8 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span
 
 from sftrace._bundle.format import BUNDLE_SUFFIX
 from sftrace._bundle.names import new_run_id, safe_file_stem
@@ -26,6 +25,7 @@ from sftrace._record.config import State, get_state
 from sftrace._record.llm import ManualLLMCall
 from sftrace._record.redaction import KnownSecrets, current_redactor
 from sftrace._record.run import ActiveRun, current_run, enter_run, exit_run, mark_run_end
+from sftrace._record.run_span import start_run
 
 
 class RecordingSession:
@@ -192,35 +192,21 @@ class RecordingSession:
         if self._metadata_json is not None:
             metadata_json, found = redactor.redact_json(self._metadata_json, known=known)
             redactions.extend(redaction.record("run.metadata") for redaction in found)
-        attributes: dict[str, Any] = {
-            A.KIND: A.KIND_RUN,
-            A.SEQ: 0,
-            A.RUN_ID: run_id,
-            A.GEN_AI_OPERATION_NAME: A.OPERATION_INVOKE_AGENT,
-            A.GEN_AI_AGENT_NAME: self.agent_name,
-        }
+        attributes: dict[str, Any] = {}
         if run_input_json is not None:
             attributes[A.RUN_INPUT] = run_input_json
         if metadata_json is not None:
             attributes[A.METADATA] = metadata_json
-        span = state.tracer.start_span(
-            f"{A.OPERATION_INVOKE_AGENT} {self.agent_name}",
-            context=Context(),  # every run is a trace of its own
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        self._run = ActiveRun(
-            tracer=state.tracer,
+        self._run = start_run(
+            state.tracer,
             agent_name=self.agent_name,
             run_id=run_id,
-            span=span,
+            attributes=attributes,
             redactor=redactor,
             known_secrets=known,
         )
         self._run.note_redactions(0, redactions)
-        return span
+        return self._run.span
 
     def _choose_path(self, state: State, run_id: str) -> Path:
         if self._output is not None:

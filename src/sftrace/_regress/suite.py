@@ -410,14 +410,15 @@ def python_path(directories: Iterable[Path]) -> Iterator[None]:
 
 
 def _run_case(case: SuiteCase, entrypoint: str | None) -> CaseResult:
-    from sftrace._replay.run import replay_run, resolve_entrypoint
+    from sftrace._replay.options import ReplayOptions
+    from sftrace._replay.run import resolve_entrypoint, run_replay
 
     started = time.perf_counter()
     target_name = entrypoint or case.entrypoint
     try:
         with python_path(case.pythonpath):
             target = resolve_entrypoint(target_name)
-            result = replay_run(case.bundle, target, match=case.match)
+            result = run_replay(case.bundle, target, ReplayOptions(match=case.match))
         report = compare(case.bundle, result, case.policy, expect=case.expectations)
     except Exception as exc:  # the case could not run; report it, keep running the rest
         message = str(exc).strip() or type(exc).__name__

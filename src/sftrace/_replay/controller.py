@@ -11,7 +11,6 @@ import asyncio
 import builtins
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,7 @@ from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._record.intercept import Action, Decision, Reached
+from sftrace._replay.options import ReplayOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +37,6 @@ class MatchedCall:
     number: int  # 1-based position among reached calls
     recorded: Call
     action: str  # "substituted", "executed", "derived", "manual" or "refused"
-
-
-ManualHandler = Callable[[Call], Any]
 
 
 def _identity(call: Call | Reached) -> tuple[str, str, str | None]:
@@ -52,21 +49,18 @@ class ReplayController:
     def __init__(
         self,
         calls: list[Call],
+        options: ReplayOptions,
         *,
-        mode: ReplayMode,
-        match: MatchMode,
-        live_llms: Iterable[str] = (),
-        allow_live_tools: Iterable[str] = (),
-        manual: ManualHandler | None = None,
         recorded_run_id: str = "",
         span_parents: dict[str, str | None] | None = None,
     ) -> None:
         self.calls = calls
-        self.mode = mode
-        self.match = match
-        self.live_llms = frozenset(live_llms)
-        self.allow_live_tools = frozenset(allow_live_tools)
-        self.manual = manual
+        self.options = options
+        self.mode = options.mode
+        self.match = options.match
+        self.live_llms = frozenset(options.live_llms)
+        self.allow_live_tools = frozenset(options.allow_live_tools)
+        self.manual = options.manual
         self.recorded_run_id = recorded_run_id
         self.matched: list[MatchedCall] = []
         self.divergence: ReplayError | None = None
@@ -79,7 +73,7 @@ class ReplayController:
         self._by_key: dict[tuple[str, str, str | None, str], deque[int]] = defaultdict(deque)
         self.covered: list[Call] = []  # recorded calls inside a substituted call
         self._inner = _inner_calls(calls, span_parents or {})
-        if match is MatchMode.UNORDERED:
+        if self.match is MatchMode.UNORDERED:
             for index, call in enumerate(calls):
                 self._by_key[(*_identity(call), call.input_json)].append(index)
 

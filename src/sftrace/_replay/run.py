@@ -24,7 +24,8 @@ from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import to_json
 from sftrace._record.run import exception_type_name
-from sftrace._replay.controller import ManualHandler, MatchedCall
+from sftrace._replay.controller import MatchedCall
+from sftrace._replay.options import ManualHandler, ReplayOptions
 from sftrace._replay.session import ReplaySession, as_bundle
 
 Entrypoint = Callable[..., Any]
@@ -164,28 +165,6 @@ def _result(session: ReplaySession, value: Any, error: BaseException | None) -> 
     )
 
 
-def _session(
-    bundle: Bundle | str | os.PathLike[str],
-    mode: ReplayMode | str,
-    live_llms: Iterable[str] | None,
-    allow_live_tools: Iterable[str] | None,
-    match: MatchMode | str,
-    manual: ManualHandler | None,
-    save: str | os.PathLike[str] | None,
-    overwrite: bool,
-) -> ReplaySession:
-    return ReplaySession(
-        as_bundle(bundle),
-        mode=mode,
-        live_llms=live_llms,
-        allow_live_tools=allow_live_tools,
-        match=match,
-        manual=manual,
-        save=save,
-        overwrite=overwrite,
-    )
-
-
 def replay_run(
     bundle: Bundle | str | os.PathLike[str],
     entrypoint: str | Entrypoint,
@@ -208,7 +187,23 @@ def replay_run(
     bundle at this path (``overwrite`` to replace one). Other options as in ``replay()``.
     """
     target = resolve_entrypoint(entrypoint)
-    session = _session(bundle, mode, live_llms, allow_live_tools, match, manual, save, overwrite)
+    options = ReplayOptions.build(
+        mode=mode,
+        live_llms=live_llms,
+        allow_live_tools=allow_live_tools,
+        match=match,
+        manual=manual,
+        save=save,
+        overwrite=overwrite,
+    )
+    return run_replay(bundle, target, options)
+
+
+def run_replay(
+    bundle: Bundle | str | os.PathLike[str], target: Entrypoint, options: ReplayOptions
+) -> ReplayResult:
+    """:func:`replay_run` with its options already checked (for the CLI and suites)."""
+    session = ReplaySession(as_bundle(bundle), options)
     value: Any = None
     error: BaseException | None = None
     with session:
@@ -235,7 +230,23 @@ async def areplay_run(
 ) -> ReplayResult:
     """The async twin of :func:`replay_run`, awaiting an async entrypoint in this loop."""
     target = resolve_entrypoint(entrypoint)
-    session = _session(bundle, mode, live_llms, allow_live_tools, match, manual, save, overwrite)
+    options = ReplayOptions.build(
+        mode=mode,
+        live_llms=live_llms,
+        allow_live_tools=allow_live_tools,
+        match=match,
+        manual=manual,
+        save=save,
+        overwrite=overwrite,
+    )
+    return await arun_replay(bundle, target, options)
+
+
+async def arun_replay(
+    bundle: Bundle | str | os.PathLike[str], target: Entrypoint, options: ReplayOptions
+) -> ReplayResult:
+    """The async twin of :func:`run_replay`."""
+    session = ReplaySession(as_bundle(bundle), options)
     value: Any = None
     error: BaseException | None = None
     async with session:

@@ -10,9 +10,8 @@ from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.names import new_run_id
@@ -25,29 +24,16 @@ from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import loads
 from sftrace._record.config import State, get_state
 from sftrace._record.run import ActiveRun, enter_run, exit_run, mark_run_end
+from sftrace._record.run_span import start_run
 from sftrace._replay import processor as _replay_processor
-from sftrace._replay.controller import ManualHandler, MatchedCall, ReplayController
+from sftrace._replay.controller import MatchedCall, ReplayController
+from sftrace._replay.options import ManualHandler, ReplayOptions
 
 
 def as_bundle(bundle_or_path: Bundle | str | os.PathLike[str]) -> Bundle:
     if isinstance(bundle_or_path, Bundle):
         return bundle_or_path
     return load_bundle(bundle_or_path)
-
-
-def _check_live_llms(live_llms: Iterable[str] | None) -> tuple[str, ...]:
-    if live_llms is None:
-        return ()
-    if isinstance(live_llms, str):
-        live_llms = (live_llms,)
-    checked = tuple(live_llms)
-    for item in checked:
-        provider, sep, model = str(item).partition("/")
-        if not sep or not provider or not model:
-            raise ConfigError(
-                f"live_llms entries must be 'provider/model' (e.g. 'openai/gpt-4o'), got {item!r}"
-            )
-    return checked
 
 
 class ReplaySession:
@@ -62,47 +48,19 @@ class ReplaySession:
     def __init__(
         self,
         bundle_or_path: Bundle | str | os.PathLike[str],
-        *,
-        mode: ReplayMode | str = ReplayMode.FROZEN,
-        live_llms: Iterable[str] | None = None,
-        allow_live_tools: Iterable[str] | None = None,
-        match: MatchMode | str = MatchMode.STRICT,
-        manual: ManualHandler | None = None,
-        save: str | os.PathLike[str] | None = None,
-        overwrite: bool = False,
+        options: ReplayOptions | None = None,
     ) -> None:
-        self.mode = ReplayMode.parse(mode, parameter="mode")
-        self.match = MatchMode.parse(match, parameter="match")
-        self.live_llms = _check_live_llms(live_llms)
-        if isinstance(allow_live_tools, str):
-            allow_live_tools = (allow_live_tools,)
-        self.allow_live_tools = tuple(allow_live_tools or ())
-        if self.live_llms and self.mode is not ReplayMode.HYBRID:
-            raise ConfigError(
-                f"live_llms={list(self.live_llms)!r} needs mode='hybrid' (got mode="
-                f"{self.mode.value!r}); in 'live' mode every LLM call runs live already"
-            )
-        if self.allow_live_tools and self.mode is not ReplayMode.LIVE:
-            raise ConfigError(
-                f"allow_live_tools={list(self.allow_live_tools)!r} needs mode='live' (got "
-                f"mode={self.mode.value!r})"
-            )
-        if manual is not None and not callable(manual):
-            raise ConfigError(f"manual must be a callable taking the recorded Call, got {manual!r}")
+        self.options = options = options if options is not None else ReplayOptions()
         self.bundle = as_bundle(bundle_or_path)
         self.controller = ReplayController(
             self.bundle.calls,
-            mode=self.mode,
-            match=self.match,
-            live_llms=self.live_llms,
-            allow_live_tools=self.allow_live_tools,
-            manual=manual,
+            options,
             recorded_run_id=self.bundle.run_id,
             span_parents=self.bundle.span_parents
             or {span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans},
         )
-        self._save = Path(save) if save is not None else None
-        self._overwrite = overwrite
+        self._save = options.save
+        self._overwrite = options.overwrite
         self._run: ActiveRun | None = None
         self._tokens: tuple[Any, Any] | None = None
         self._state: State | None = None
@@ -203,35 +161,18 @@ class ReplaySession:
                 trace_flags=TraceFlags(TraceFlags.SAMPLED),
             )
             links.append(Link(recorded_context, {A.REPLAY_OF: manifest.run_id}))
-        run_id = new_run_id()
-        attributes: dict[str, Any] = {
-            A.KIND: A.KIND_RUN,
-            A.SEQ: 0,
-            A.RUN_ID: run_id,
-            A.GEN_AI_OPERATION_NAME: A.OPERATION_INVOKE_AGENT,
-            A.GEN_AI_AGENT_NAME: manifest.agent_name,
-            A.REPLAY_OF: manifest.run_id,
-        }
-        run_span = self.bundle.run_span
-        for item in run_span.get("attributes", ()):
+        attributes: dict[str, Any] = {A.REPLAY_OF: manifest.run_id}
+        for item in self.bundle.run_span.get("attributes", ()):
             if item.get("key") in (A.RUN_INPUT, A.METADATA):
                 value = item.get("value", {}).get("stringValue")
                 if isinstance(value, str):
                     attributes[item["key"]] = value
-        span = state.tracer.start_span(
-            f"{A.OPERATION_INVOKE_AGENT} {manifest.agent_name}",
-            context=Context(),
-            kind=SpanKind.INTERNAL,
+        self._run = start_run(
+            state.tracer,
+            agent_name=manifest.agent_name,
+            run_id=new_run_id(),
             attributes=attributes,
             links=links,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
-        self._run = ActiveRun(
-            tracer=state.tracer,
-            agent_name=manifest.agent_name,
-            run_id=run_id,
-            span=span,
             replay=self.controller,
         )
         _replay_processor.register(self._run.trace_id, self.controller)
@@ -319,11 +260,11 @@ def replay(
         manual: answers calls recorded with ``replay_policy="manual"``: called with the
             recorded ``Call``, returns the value to use.
     """
-    return ReplaySession(
-        bundle_or_path,
+    options = ReplayOptions.build(
         mode=mode,
         live_llms=live_llms,
         allow_live_tools=allow_live_tools,
         match=match,
         manual=manual,
     )
+    return ReplaySession(bundle_or_path, options)
