@@ -1,4 +1,4 @@
-"""The diff machinery: call alignment, JSON normalisation, path patterns and differences."""
+"""The diff machinery: call alignment, JSON normalisation, and differences."""
 
 from __future__ import annotations
 
@@ -9,14 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sftrace._regress.diff import (
-    MISSING,
-    PathPattern,
-    align,
-    normalize,
-    strip_paths,
-    value_differences,
-)
+from sftrace._model.jsonpath import JsonPath
+from sftrace._regress.diff import MISSING, align, normalize, value_differences
 
 
 def _lcs_length(a: list[int], b: list[int]) -> int:
@@ -148,42 +142,9 @@ def test_a_missing_side_is_marked_missing() -> None:
     assert difference.to_dict()["missing"] == "baseline"
 
 
-@pytest.mark.parametrize(
-    ("pattern", "path", "matched"),
-    [
-        pytest.param("reply.generated_at", ("reply", "generated_at"), True, id="exact"),
-        pytest.param("reply", ("reply", "generated_at"), True, id="below"),
-        pytest.param("items.*.id", ("items", 3, "id"), True, id="wildcard-index"),
-        pytest.param("items[*].id", ("items", 0, "id"), True, id="bracket-wildcard"),
-        pytest.param("$.items[2].id", ("items", 2, "id"), True, id="rooted-index"),
-        pytest.param("$.items[2].id", ("items", 1, "id"), False, id="other-index"),
-        pytest.param("['a b'].c", ("a b", "c"), True, id="quoted-key"),
-        pytest.param("items.*.id", ("items", 3, "name"), False, id="other-key"),
-        pytest.param("reply.generated_at", ("reply",), False, id="above"),
-    ],
-)
-def test_path_patterns_match(pattern: str, path: tuple[Any, ...], matched: bool) -> None:
-    """Patterns name paths with * for any key or index, and cover what lies below."""
-    assert PathPattern.parse(pattern).matches(path) is matched
-
-
-@pytest.mark.parametrize("pattern", ["", "$", "a..b", ".a", "a[", "a]b", "a.[0]", "a[0]b"])
-def test_malformed_path_patterns_raise_value_error(pattern: str) -> None:
-    """A malformed ignore path is refused with the pattern in the message."""
-    with pytest.raises(ValueError, match="invalid ignore path"):
-        PathPattern.parse(pattern)
-
-
 def test_ignored_differences_are_kept_and_marked() -> None:
     """A difference under an ignore pattern is still listed, with the pattern that matched."""
     found, _ = value_differences(
-        {"id": 1, "at": "x"}, {"id": 2, "at": "y"}, ignore=[PathPattern.parse("at")]
+        {"id": 1, "at": "x"}, {"id": 2, "at": "y"}, ignore=[JsonPath.parse("at")]
     )
-    assert [(d.path, d.ignored_by) for d in found] == [("$.at", "at"), ("$.id", None)]
-
-
-def test_strip_paths_removes_what_patterns_name() -> None:
-    """Stripping ignored paths makes two inputs differing only there equal."""
-    patterns = [PathPattern.parse("meta"), PathPattern.parse("items.*.id")]
-    value = {"meta": {"t": 1}, "items": [{"id": 1, "n": 2}], "keep": True}
-    assert strip_paths(value, patterns) == {"items": [{"n": 2}], "keep": True}
+    assert [(d.path, d.ignored_by) for d in found] == [("$.at", "$.at"), ("$.id", None)]

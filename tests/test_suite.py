@@ -64,7 +64,7 @@ def test_a_valid_suite_loads_with_merged_policies_and_expectations(
     assert suite.name == "refunds"
     first, second = suite.cases
     assert first.entrypoint == f"{module}:fixed"
-    assert first.policy.ignore_paths == ("generated_at",)
+    assert first.policy.ignore_paths == ("$.generated_at",)
     assert first.policy.severity_overrides == {"OUTPUT_TEXT_CHANGED": "error"}
     assert first.expectations is not None
     assert first.expectations.output == DENIED

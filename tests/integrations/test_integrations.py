@@ -43,13 +43,14 @@ REQUEST: dict[str, Any] = {
             ("messages.*.name",),
             {**REQUEST, "messages": [{"role": "user", "content": "hi"}, {"role": "tool"}]},
         ),
-        (("messages.1",), {**REQUEST, "messages": [REQUEST["messages"][0]]}),
+        (("messages.1",), {**REQUEST, "messages": [REQUEST["messages"][0], None]}),
         (("metadata.*",), {**REQUEST, "metadata": {}}),
         (("absent.path", "messages.7.name"), REQUEST),
     ],
 )
 def test_ignore_fields_remove_exactly_their_paths(ignore: tuple[str, ...], expected: Any) -> None:
-    """Dotted paths with '*' and list indexes remove what they name, nothing else."""
+    """Dotted paths with '*' and list indexes remove what they name, nothing else; a
+    named list item becomes null, so the later items keep their indexes."""
     options = Options(replay_policy="frozen", ignore_fields=ignore)
     assert json.loads(request_json(REQUEST, options, what="request")) == expected
     assert REQUEST["metadata"]["trace_id"] == "t-1"  # the caller's request is not mutated

@@ -1,12 +1,15 @@
 """Where two JSON values differ, as ``(path, left, right)`` triples.
 
-Paths look like ``$.items[2].id``; a key present on one side only shows the other side
+Paths are canonical JSON paths (:mod:`sftrace._model.jsonpath`) such as
+``$.items[2].id``; a key present on one side only shows the other side
 as :data:`MISSING`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
+
+from sftrace._model.jsonpath import child
 
 
 class _Missing:
@@ -44,25 +47,20 @@ def _walk(left: Any, right: Any, path: str, found: list[tuple[str, Any, Any]], l
         return
     if isinstance(left, dict) and isinstance(right, dict):
         for key in sorted(set(left) | set(right)):
-            child = f"{path}.{key}" if _is_identifier(key) else f"{path}[{key!r}]"
-            _walk(left.get(key, MISSING), right.get(key, MISSING), child, found, limit)
+            _walk(left.get(key, MISSING), right.get(key, MISSING), child(path, key), found, limit)
         return
     if isinstance(left, list) and isinstance(right, list):
         for index in range(max(len(left), len(right))):
             _walk(
                 left[index] if index < len(left) else MISSING,
                 right[index] if index < len(right) else MISSING,
-                f"{path}[{index}]",
+                child(path, index),
                 found,
                 limit,
             )
         return
     if left is MISSING or right is MISSING or not _same_scalar(left, right):
         found.append((path, left, right))
-
-
-def _is_identifier(key: str) -> bool:
-    return key.isidentifier()
 
 
 def format_differences(diffs: list[tuple[str, Any, Any]], *, left: str, right: str) -> str:

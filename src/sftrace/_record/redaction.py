@@ -36,6 +36,7 @@ import orjson
 
 from sftrace._errors import ConfigError
 from sftrace._internal import internal_error
+from sftrace._model.jsonpath import child as child_path
 
 MARKER_PREFIX: Final = "[REDACTED:"
 FAILED_RULE: Final = "redaction_failed"
@@ -517,7 +518,7 @@ class Redactor:
                 new_name = self._patterns_only(name, "", key_run)
                 while new_name != name and new_name in result:
                     new_name += "'"
-                child = _child_path(path, new_name)
+                child = child_path(path, new_name)
                 run.found.extend(Redaction(child, r.rule) for r in key_run.found)
                 if self.sensitive_key(name) and _worth_redacting(item):
                     run.found.append(Redaction(child, KEY_RULE))
@@ -529,7 +530,7 @@ class Redactor:
                 result[new_name] = item
             return result
         if isinstance(value, list | tuple):
-            return [self._walk(item, f"{path}[{i}]", run) for i, item in enumerate(value)]
+            return [self._walk(item, child_path(path, i), run) for i, item in enumerate(value)]
         if (
             self.callback is not None
             and isinstance(value, int | float)
@@ -640,15 +641,6 @@ def _worth_redacting(value: JSON) -> bool:
     if value is None or isinstance(value, bool) or is_marker(value):
         return False
     return not (isinstance(value, str | list | dict) and len(value) == 0)
-
-
-_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def _child_path(path: str, name: str) -> str:
-    if _SIMPLE_NAME.match(name):
-        return f"{path}.{name}"
-    return f"{path}[{orjson.dumps(name).decode()}]"
 
 
 # --- the active redactor --------------------------------------------------------------

@@ -25,14 +25,13 @@ from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, Call
 from sftrace._errors import ConfigError, TraceSerializationError
 from sftrace._model.calls import CallRef
+from sftrace._model.jsonpath import JsonPath, parse_paths, strip
 from sftrace._model.serialize import to_json
 from sftrace._regress.diff import (
     MISSING,
     Difference,
-    PathPattern,
     align,
     content_key,
-    strip_paths,
     value_differences,
 )
 
@@ -135,13 +134,14 @@ class ComparisonPolicy:
     ``ignore_paths`` names JSON paths (``"reply.generated_at"``, ``"items.*.id"``) whose
     differences are reported as ``info`` instead of their code's severity. Ignore paths
     apply to every compared JSON value: the run's output and each call's input and
-    output. Unknown codes, severities or malformed paths raise ``ConfigError`` (a
-    ``ValueError``) here, when the policy is built.
+    output. ``ignore_paths`` holds them in canonical form (``"$.reply.generated_at"``).
+    Unknown codes, severities or malformed paths raise ``ConfigError`` (a ``ValueError``)
+    here, when the policy is built.
     """
 
     severity_overrides: Mapping[FindingCode | str, Severity | str] = field(default_factory=dict)
     ignore_paths: Sequence[str] = ()
-    patterns: tuple[PathPattern, ...] = field(init=False, repr=False, compare=False)
+    patterns: tuple[JsonPath, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         raw = self.severity_overrides
@@ -156,12 +156,14 @@ class ComparisonPolicy:
                 f"ignore_paths must be a list of path strings, got {paths!r}; write "
                 f"ignore_paths=[{paths!r}] for one path"
             )
-        paths = tuple(paths)
+        patterns = tuple(
+            {str(p): p for p in parse_paths(tuple(paths), what="ignore path")}.values()
+        )
         object.__setattr__(
             self, "severity_overrides", MappingProxyType(dict(sorted(overrides.items())))
         )
-        object.__setattr__(self, "ignore_paths", paths)
-        object.__setattr__(self, "patterns", tuple(PathPattern.parse(path) for path in paths))
+        object.__setattr__(self, "ignore_paths", tuple(str(pattern) for pattern in patterns))
+        object.__setattr__(self, "patterns", patterns)
 
     def severity(self, code: FindingCode) -> Severity:
         """The severity of ``code`` under this policy."""
@@ -172,10 +174,9 @@ class ComparisonPolicy:
         """This policy with ``other`` on top: its overrides win, its ignore paths add."""
         if other is None:
             return self
-        paths = list(dict.fromkeys((*self.ignore_paths, *other.ignore_paths)))
         return ComparisonPolicy(
             severity_overrides={**self.severity_overrides, **other.severity_overrides},
-            ignore_paths=tuple(paths),
+            ignore_paths=(*self.ignore_paths, *other.ignore_paths),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -472,7 +473,7 @@ def as_run(value: Any, label: str) -> _Run:
 # follow the request and response JSON of the OpenAI (chat and responses), Anthropic and
 # LangChain integrations; streamed responses keep their events under "chunks".
 _LLM_VOLATILE_OUTPUT: Final = tuple(
-    PathPattern.parse(path)
+    JsonPath.parse(path)
     for path in (
         "id",
         "created",
@@ -508,7 +509,7 @@ _LLM_VOLATILE_OUTPUT: Final = tuple(
     )
 )
 _LLM_VOLATILE_INPUT: Final = tuple(
-    PathPattern.parse(path)
+    JsonPath.parse(path)
     for path in (
         "messages.*.id",
         "messages.*.tool_calls.*.id",
@@ -524,14 +525,14 @@ _LLM_VOLATILE_INPUT: Final = tuple(
 def compared_input(call: Call) -> Any:
     """The input as compared: for LLM calls, without per-run provider ids."""
     if call.kind == "llm":
-        return strip_paths(call.input, _LLM_VOLATILE_INPUT)
+        return strip(call.input, _LLM_VOLATILE_INPUT)
     return call.input
 
 
 def compared_output(call: Call) -> Any:
     """The output as compared: for LLM calls, without ids, timestamps and usage."""
     if call.kind == "llm":
-        return strip_paths(call.output, _LLM_VOLATILE_OUTPUT)
+        return strip(call.output, _LLM_VOLATILE_OUTPUT)
     return call.output
 
 
@@ -608,7 +609,7 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
     patterns = builder.policy.patterns
 
     def key(call: Call) -> tuple[str, str, str | None, str]:
-        compared = strip_paths(compared_input(call), patterns)
+        compared = strip(compared_input(call), patterns)
         return (call.kind, call.name, call.provider, content_key(compared))
 
     def identity(call: Call) -> tuple[str, str, str | None]:

@@ -1,5 +1,5 @@
 """The machinery of behavioural diffs: JSON normalisation, path differences with ignore
-patterns, and the alignment of two call sequences by content.
+paths (:mod:`sftrace._model.jsonpath`), and the alignment of two call sequences by content.
 
 Alignment is a longest-common-subsequence match (Myers' O(ND) greedy algorithm) after
 trimming the common prefix and suffix and setting aside items found on one side only, so
@@ -12,16 +12,14 @@ aligned greedily in O((N+M) log M) and the alignment is flagged approximate.
 from __future__ import annotations
 
 import bisect
-import re
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from sftrace._errors import ConfigError
 from sftrace._model.jsondiff import MISSING
+from sftrace._model.jsonpath import JsonPath, Segment, first_match, format_path
 from sftrace._model.serialize import canonical
 
-Segment = str | int
 DiffKind = Literal["structure", "value", "text"]
 
 # Above this many differences, the alignment falls back to a greedy match; the cap is
@@ -34,11 +32,8 @@ MAX_PATHS: Final = 50
 __all__ = [
     "MISSING",
     "Difference",
-    "PathPattern",
     "align",
-    "format_path",
     "normalize",
-    "strip_paths",
     "value_differences",
 ]
 
@@ -64,117 +59,6 @@ def normalize(value: Any) -> Any:
 def content_key(value: Any) -> str:
     """Canonical text of the normalised value: equal keys mean equal values."""
     return canonical(normalize(value))
-
-
-# --- paths and patterns ------------------------------------------------------------
-
-
-def format_path(segments: Iterable[Segment]) -> str:
-    """``("items", 2, "id")`` -> ``$.items[2].id``; odd keys as ``$['a b']``."""
-    parts = ["$"]
-    for segment in segments:
-        if isinstance(segment, int):
-            parts.append(f"[{segment}]")
-        elif segment.isidentifier():
-            parts.append(f".{segment}")
-        else:
-            parts.append(f"[{segment!r}]")
-    return "".join(parts)
-
-
-_NAME = re.compile(r"[^.\[\]'\"]+")
-_BRACKET = re.compile(r"""\[(?:(?P<index>\d+|\*)|(?P<quote>['"])(?P<key>.*?)(?P=quote))\]""")
-
-
-@dataclass(frozen=True, slots=True)
-class PathPattern:
-    """A JSON path pattern such as ``reply.generated_at`` or ``items.*.id``.
-
-    ``*`` matches any one key or index; a pattern also matches everything below the
-    paths it names. A leading ``$`` or ``$.`` is optional.
-    """
-
-    text: str
-    segments: tuple[str, ...]
-
-    @classmethod
-    def parse(cls, text: str) -> PathPattern:
-        """Parse ``text``; raise ``ConfigError`` (a ``ValueError``) if it is malformed."""
-        if not isinstance(text, str):
-            raise ConfigError(f"an ignore path must be a string, got {text!r}")
-        body = text.strip()
-        rooted = body.startswith("$")
-        if rooted:
-            body = body[1:]
-        segments: list[str] = []
-        position = 0
-        while position < len(body):
-            dotted = body.startswith(".", position)
-            if dotted or (position == 0 and not rooted and not body.startswith("[")):
-                # a key: after a dot, or first in a pattern without "$"
-                start = position + 1 if dotted else position
-                name = _NAME.match(body, start)
-                if name is None or (dotted and position == 0 and not rooted):
-                    raise _bad_pattern(text)
-                segments.append(name.group())
-                position = name.end()
-                continue
-            bracket = _BRACKET.match(body, position)
-            if bracket is None:
-                raise _bad_pattern(text)
-            segments.append(bracket.group("index") or bracket.group("key") or "")
-            position = bracket.end()
-        if not segments or any(not segment.strip() for segment in segments):
-            raise _bad_pattern(text)
-        return cls(text=text, segments=tuple(segments))
-
-    def matches(self, path: Sequence[Segment]) -> bool:
-        """Whether ``path`` is named by the pattern or lies below a path it names."""
-        if len(path) < len(self.segments):
-            return False
-        return all(
-            want == "*" or want == str(have)
-            for want, have in zip(self.segments, path, strict=False)
-        )
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def _bad_pattern(text: str) -> ConfigError:
-    return ConfigError(
-        f"invalid ignore path {text!r}: expected dotted keys such as 'reply.generated_at', "
-        f"with '*' for any key or index ('items.*.id') and [N] or ['key'] where needed"
-    )
-
-
-def matching_pattern(path: Sequence[Segment], patterns: Sequence[PathPattern]) -> str | None:
-    """The text of the first pattern matching ``path``, if any."""
-    for pattern in patterns:
-        if pattern.matches(path):
-            return pattern.text
-    return None
-
-
-def strip_paths(value: Any, patterns: Sequence[PathPattern], path: tuple[Segment, ...] = ()) -> Any:
-    """``value`` without the parts the patterns name (list items become ``None``)."""
-    if not patterns:
-        return value
-    if isinstance(value, dict):
-        kept: dict[str, Any] = {}
-        for key, item in value.items():
-            child = (*path, key)
-            if matching_pattern(child, patterns) is None:
-                kept[key] = strip_paths(item, patterns, child)
-        return kept
-    if isinstance(value, list):
-        return [
-            None
-            if matching_pattern((*path, index), patterns) is not None
-            else strip_paths(item, patterns, (*path, index))
-            for index, item in enumerate(value)
-        ]
-    return value
 
 
 # --- value differences ---------------------------------------------------------------
@@ -244,7 +128,7 @@ def value_differences(
     baseline: Any,
     candidate: Any,
     *,
-    ignore: Sequence[PathPattern] = (),
+    ignore: Sequence[JsonPath] = (),
     limit: int = MAX_PATHS,
 ) -> tuple[list[Difference], bool]:
     """The paths where the normalised values differ, and whether the list was cut at
@@ -267,7 +151,7 @@ def _walk(
     right: Any,
     path: tuple[Segment, ...],
     found: list[Difference],
-    ignore: Sequence[PathPattern],
+    ignore: Sequence[JsonPath],
     limit: int,
 ) -> bool:
     """Append differences; return True when ``limit`` cut the walk short."""
@@ -294,7 +178,8 @@ def _walk(
         return False
     if len(found) >= limit:
         return True
-    found.append(Difference(path, left, right, matching_pattern(path, ignore)))
+    pattern = first_match(path, ignore)
+    found.append(Difference(path, left, right, None if pattern is None else str(pattern)))
     return False
 
 

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
-from sftrace._errors import BundleError, ConfigError
+from sftrace._errors import BundleError
 from sftrace._internal import internal_error
+from sftrace._model.jsonpath import parse_paths, strip
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import canonical, dumps, to_json
 from sftrace._record.boundary import BoundaryCall
@@ -80,17 +81,7 @@ class Options:
 
     def __init__(self, *, replay_policy: ReplayPolicy | str, ignore_fields: Iterable[str]) -> None:
         self.policy = ReplayPolicy.parse(replay_policy, parameter="replay_policy")
-        if isinstance(ignore_fields, str):
-            ignore_fields = (ignore_fields,)
-        paths = []
-        for path in ignore_fields:
-            if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
-                raise ConfigError(
-                    f"ignore_fields entries must be dotted paths such as 'metadata.user_id' or "
-                    f"'messages.*.id', got {path!r}"
-                )
-            paths.append(tuple(path.split(".")))
-        self.ignore: tuple[tuple[str, ...], ...] = tuple(paths)
+        self.ignore = parse_paths(ignore_fields, what="ignore_fields entry")
 
 
 def is_not_given(value: Any) -> bool:
@@ -139,33 +130,7 @@ def request_json(kwargs: Mapping[str, Any], options: Options, *, what: str) -> s
     if not options.ignore:
         return dumps(request, serializer=type_serializer, what=what)
     value = to_json(request, serializer=type_serializer, what=what)
-    for path in options.ignore:
-        drop_path(value, path)
-    return canonical(value)
-
-
-def drop_path(value: JSON, path: tuple[str, ...]) -> None:
-    """Remove ``path`` from a JSON value in place; ``*`` matches every key or item."""
-    head, rest = path[0], path[1:]
-    if isinstance(value, dict):
-        keys = list(value) if head == "*" else [head] if head in value else []
-        for key in keys:
-            if rest:
-                drop_path(value[key], rest)
-            else:
-                del value[key]
-    elif isinstance(value, list):
-        if head == "*":
-            indexes = list(range(len(value)))
-        elif head.isdigit() and int(head) < len(value):
-            indexes = [int(head)]
-        else:
-            return
-        for index in reversed(indexes):
-            if rest:
-                drop_path(value[index], rest)
-            else:
-                del value[index]
+    return canonical(strip(value, options.ignore))
 
 
 def summary(model: Any, usage: Any) -> dict[str, Any]:

@@ -29,7 +29,7 @@ The request, as recorded and compared by a strict replay:
     JSON (sorted keys, pydantic objects as their fields), except ``extra_headers``,
     ``extra_query`` and ``timeout`` (transport options: secrets, request ids, trace
     headers, deadlines), arguments left at ``NOT_GIVEN``/``omit``, ``stream=False`` (the
-    default), and the dotted paths given as ``ignore_fields`` (``"metadata.user_id"``).
+    default), and the JSON paths given as ``ignore_fields`` (``"metadata.user_id"``).
     ``messages.stream(...)`` is recorded as ``messages.create(..., stream=True)`` (the
     same HTTP request), with an ``output_format`` type recorded as its JSON schema. The
     replay compares this JSON for equality with the recorded one and reports the
@@ -223,7 +223,7 @@ def instrument(
             whose ``messages`` is the SDK's messages resource).
         replay_policy: what a replay does with these calls: ``"frozen"`` (default:
             answered from the recording), ``"live"``, ``"forbidden"``, ``"manual"``.
-        ignore_fields: dotted paths of request fields left out of the recorded request
+        ignore_fields: JSON paths of request fields left out of the recorded request
             and so of replay matching, e.g. ``["metadata.user_id"]``; ``*`` matches every
             key or list item.
     """

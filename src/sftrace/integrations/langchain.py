@@ -29,7 +29,7 @@ A model call's request, as recorded and compared by a strict replay:
     fields minus its ``id`` and minus fields left at their default (message ids are made
     up per run by LangChain and LangGraph, and not sent to providers), the stop words
     when given, and what the model was bound with or called with (``tools``,
-    ``tool_choice``...), minus the dotted paths given as ``ignore_fields``.
+    ``tool_choice``...), minus the JSON paths given as ``ignore_fields``.
 
 A model call's response, as recorded:
     ``{"generations": [{"message": ..., "generation_info": ...}], "llm_output": ...,
@@ -413,7 +413,7 @@ def wrap_chat_model(
             (``ls_provider``), e.g. ``"openai"``.
         model_name: the model name recorded (and matched); default: the model's own.
         replay_policy: ``"frozen"`` (default), ``"live"``, ``"forbidden"``, ``"manual"``.
-        ignore_fields: dotted paths of request fields left out of the recorded request
+        ignore_fields: JSON paths of request fields left out of the recorded request
             and of matching, e.g. ``["messages.*.response_metadata"]``.
     """
     if isinstance(model, TracedChatModel):
@@ -430,7 +430,7 @@ def wrap_chat_model(
         provider=provider,
         recorded_model=model_name,
         replay_policy=options.policy,
-        ignore_fields=tuple(".".join(path) for path in options.ignore),
+        ignore_fields=tuple(str(path) for path in options.ignore),
     )
 
 

@@ -29,7 +29,7 @@ The request, as recorded and compared by a strict replay:
     pydantic objects as their fields), except ``extra_headers``, ``extra_query`` and
     ``timeout`` (transport options: secrets, request ids, trace headers, deadlines),
     arguments left at ``NOT_GIVEN``/``omit``, ``stream=False`` (the default), and the
-    dotted paths given as ``ignore_fields`` (``"metadata.request_id"``,
+    JSON paths given as ``ignore_fields`` (``"metadata.request_id"``,
     ``"messages.*.name"``). The replay compares this JSON for equality with the recorded
     one and reports the differing paths when it is not equal.
 
@@ -159,7 +159,7 @@ def instrument(
         client: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (Azure clients included).
         replay_policy: what a replay does with these calls: ``"frozen"`` (default:
             answered from the recording), ``"live"``, ``"forbidden"``, ``"manual"``.
-        ignore_fields: dotted paths of request fields left out of the recorded request
+        ignore_fields: JSON paths of request fields left out of the recorded request
             and so of replay matching, e.g. ``["metadata.trace_id", "user"]``; ``*``
             matches every key or list item.
     """
