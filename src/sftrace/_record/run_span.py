@@ -1,7 +1,9 @@
-"""Starting a run: its span (a trace of its own) and the :class:`ActiveRun` around it.
+"""Starting a run (its span, a trace of its own, and the :class:`ActiveRun` around it)
+and setting its output.
 
-``record()`` and ``replay()`` both start runs through :func:`start_run`, so a recorded
-run span and a replayed one carry the same attributes.
+``record()`` and ``replay()`` both start runs through :func:`start_run` and set outputs
+through :func:`set_run_output`, so a recorded run span and a replayed one carry the same
+attributes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from sftrace._model import attributes as A
+from sftrace._model.serialize import Serializer, dumps
 from sftrace._record.redaction import KnownSecrets, Redactor
 from sftrace._record.run import ActiveRun
 
@@ -63,4 +66,14 @@ def start_run(
     )
 
 
-__all__ = ["start_run"]
+def set_run_output(run: ActiveRun, value: Any, serializer: Serializer | None = None) -> None:
+    """Set the run's final output (redacted): what a replay is compared against."""
+    output_json, found = run.redactor.redact_json(
+        dumps(value, serializer=serializer, what="run output"), known=run.known_secrets
+    )
+    run.note_redactions(0, [redaction.record("run.output") for redaction in found])
+    run.output_json = output_json
+    run.has_output = True
+
+
+__all__ = ["set_run_output", "start_run"]

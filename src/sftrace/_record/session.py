@@ -25,7 +25,7 @@ from sftrace._record.config import State, get_state
 from sftrace._record.llm import ManualLLMCall
 from sftrace._record.redaction import KnownSecrets, current_redactor
 from sftrace._record.run import ActiveRun, current_run, enter_run, exit_run, mark_run_end
-from sftrace._record.run_span import start_run
+from sftrace._record.run_span import set_run_output, start_run
 
 
 class RecordingSession:
@@ -91,13 +91,7 @@ class RecordingSession:
     # -- what the agent reports ---------------------------------------------------------
     def set_output(self, value: Any) -> None:
         """Record the run's final output (what a replay is compared against)."""
-        run = self._require_run("set_output")
-        output_json, found = run.redactor.redact_json(
-            dumps(value, serializer=self._serializer, what="run output"), known=run.known_secrets
-        )
-        run.note_redactions(0, [redaction.record("run.output") for redaction in found])
-        run.output_json = output_json
-        run.has_output = True
+        set_run_output(self._require_run("set_output"), value, self._serializer)
 
     def record_state_change(self, *, key: str, before: Any, after: Any) -> None:
         """Record that a piece of agent state changed (a span event on the run)."""

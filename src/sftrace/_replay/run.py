@@ -18,22 +18,28 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 
 from sftrace._bundle.reader import Bundle, Call, call_from_span
-from sftrace._errors import ConfigError, ReplayError, TraceSerializationError
+from sftrace._errors import ConfigError, ReplayError
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode
-from sftrace._model.serialize import to_json
 from sftrace._record.run import exception_type_name
 from sftrace._replay.controller import MatchedCall
 from sftrace._replay.options import ManualHandler, ReplayOptions
-from sftrace._replay.session import ReplaySession, as_bundle
+from sftrace._replay.session import ReplaySession, as_bundle, end_with
 
 Entrypoint = Callable[..., Any]
 
 
 @dataclass
 class ReplayResult:
-    """What happened when a recorded run was replayed against an entrypoint."""
+    """What happened when a recorded run was replayed against an entrypoint.
+
+    ``return_value`` is what the entrypoint returned (None when it raised). ``output``
+    is the replayed run's output: the value it passed to ``set_output``, else the
+    entrypoint's return value (``None`` included), as JSON, the form a bundle stores
+    (the value itself when it cannot be converted). ``has_output`` says whether the
+    replayed run called ``set_output`` itself. ``error`` is the entrypoint's exception.
+    """
 
     status: Literal["completed", "failed", "diverged"]
     return_value: Any
@@ -67,8 +73,8 @@ class ReplayResult:
         """The recorded behaviour came back: the same failure, or the same output.
 
         When the replayed run set no output, the entrypoint's return value stands in for
-        it: recordings usually do ``session.set_output(run_agent(...))`` around the very
-        entrypoint that the replay calls.
+        it (see ``output``): recordings usually do ``session.set_output(run_agent(...))``
+        around the very entrypoint that the replay calls.
         """
         recorded = self.bundle
         if recorded.status == "failed":
@@ -76,13 +82,10 @@ class ReplayResult:
         if self.status != "completed":
             return False
         if recorded.has_output:
-            if self.has_output:
-                return _canonical(self.output) == _canonical(recorded.output)
             try:
-                returned = to_json(self.return_value)
-            except TraceSerializationError:
+                return _canonical(self.output) == _canonical(recorded.output)
+            except TypeError:  # a return value that JSON cannot hold
                 return False
-            return _canonical(returned) == _canonical(recorded.output)
         return True
 
 
@@ -137,7 +140,9 @@ def _run_coroutine(coroutine: Any) -> Any:
         return pool.submit(context.run, asyncio.run, coroutine).result()
 
 
-def _result(session: ReplaySession, value: Any, error: BaseException | None) -> ReplayResult:
+def _result(
+    session: ReplaySession, value: Any, error: BaseException | None, has_output: bool
+) -> ReplayResult:
     recorded = session.bundle
     status: Literal["completed", "failed", "diverged"]
     if session.divergence is not None:
@@ -152,8 +157,9 @@ def _result(session: ReplaySession, value: Any, error: BaseException | None) -> 
     return ReplayResult(
         status=status,
         return_value=value,
-        output=session.output,
-        has_output=session.has_output,
+        # set_output's value, else the return value (as JSON, when it converts)
+        output=session.output if session.has_output or error is not None else value,
+        has_output=has_output,
         error=error,
         matched=session.matched,
         unused=session.unused,
@@ -213,7 +219,9 @@ def run_replay(
                 value = _run_coroutine(value)
         except (Exception, SystemExit) as exc:
             error = exc
-    return _result(session, value, error)
+        has_output = session.has_output
+        end_with(session, value, error)
+    return _result(session, value, error, has_output)
 
 
 async def areplay_run(
@@ -256,4 +264,6 @@ async def arun_replay(
                 value = await value
         except (Exception, SystemExit) as exc:
             error = exc
-    return _result(session, value, error)
+        has_output = session.has_output
+        end_with(session, value, error)
+    return _result(session, value, error, has_output)

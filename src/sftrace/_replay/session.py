@@ -17,14 +17,19 @@ from sftrace._bundle.load import load_bundle
 from sftrace._bundle.names import new_run_id
 from sftrace._bundle.reader import Bundle, Call
 from sftrace._bundle.writer import check_bundle_target
-from sftrace._errors import ConfigError, IncompleteReplayError, ReplayError
-from sftrace._internal import internal_error
+from sftrace._errors import (
+    ConfigError,
+    IncompleteReplayError,
+    ReplayError,
+    TraceSerializationError,
+)
+from sftrace._internal import internal_error, log_once
 from sftrace._model import attributes as A
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import loads
 from sftrace._record.config import State, get_state
 from sftrace._record.run import ActiveRun, enter_run, exit_run, mark_run_end
-from sftrace._record.run_span import start_run
+from sftrace._record.run_span import set_run_output, start_run
 from sftrace._replay import processor as _replay_processor
 from sftrace._replay.controller import MatchedCall, ReplayController
 from sftrace._replay.options import ManualHandler, ReplayOptions
@@ -67,6 +72,7 @@ class ReplaySession:
         self.spans: list[ReadableSpan] = []
         self.saved_path: Path | None = None
         self.error: BaseException | None = None
+        self._failure: BaseException | None = None  # the entrypoint's, see end_with
 
     # -- results -------------------------------------------------------------------------
     @property
@@ -209,6 +215,8 @@ class ReplaySession:
             otel_context.detach(tokens[1])
         finally:
             exit_run(run, tokens[0])
+        if exc is None:
+            exc = self._failure
         self.error = exc
         mark_run_end(run, exc)
 
@@ -227,6 +235,24 @@ class ReplaySession:
                 self.saved_path = outcome.path
             elif outcome is not None and outcome.error is not None:
                 internal_error("saving the replayed run", outcome.error)
+
+
+def end_with(session: ReplaySession, value: Any, error: BaseException | None) -> None:
+    """Give the replayed run what the entrypoint did, before the session ends.
+
+    Its exception becomes the run's failure; when the run set no output, its return
+    value becomes the output, as in a recording made with ``set_output(entrypoint(...))``.
+    A saved replay then holds the run's status, output and failure.
+    """
+    run = session._run
+    assert run is not None
+    session._failure = error
+    if error is not None or run.has_output:
+        return
+    try:
+        set_run_output(run, value)
+    except TraceSerializationError as exc:
+        log_once("recording the replayed run's output", exc)
 
 
 def replay(
