@@ -1,9 +1,11 @@
 """The run in progress: where instrumented calls find their recording or replay.
 
-A run (``record()`` or ``replay()``) is found through a context variable, so concurrent
-asyncio tasks and threads that copy the context see their own run. Code running in a
-raw ``threading.Thread`` or an executor that did not copy the context falls back to the
-most recently started run of the process, and its spans are parented to that run's span.
+A run (``record()`` or ``replay()``) sits in the OpenTelemetry context it attaches, so
+asyncio tasks see the run that created them, and (see :mod:`sftrace._record.threads`)
+so do threads and executor work started inside the run. A call that carries no run of
+its own is never answered by a replay: it runs for real. A recording adopts it only when
+it is the one run active in the process; otherwise it is recorded nowhere and a warning
+is logged once.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import itertools
 import threading
 import traceback
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
@@ -21,6 +23,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
 from sftrace._model import attributes as A
 from sftrace._model.serialize import canonical
+from sftrace._record import threads
 from sftrace._record.redaction import KnownSecrets, Redactor, current_redactor
 
 if TYPE_CHECKING:
@@ -46,7 +49,10 @@ class ActiveRun:
         self.run_id = run_id
         self.span = span
         self.trace_id = span.get_span_context().trace_id
-        self.context = trace.set_span_in_context(span, Context())
+        # Where the run's calls find it: the run span, and the run itself.
+        self.context = otel_context.set_value(
+            threads.RUN_KEY, self, trace.set_span_in_context(span, Context())
+        )
         self.replay = replay
         self.closed = False
         self.output_json: str | None = None
@@ -73,7 +79,7 @@ class ActiveRun:
     def parent_context(self) -> Context | None:
         """None when the current span belongs to this run; else the run span's context.
 
-        The second case is a thread or executor that did not copy the context.
+        The second case is a call without context, adopted by the one recording.
         """
         if trace.get_current_span().get_span_context().trace_id == self.trace_id:
             return None
@@ -92,39 +98,57 @@ class ActiveRun:
         return None
 
 
-_current: ContextVar[ActiveRun | None] = ContextVar("sftrace_run", default=None)
 _active: list[ActiveRun] = []
 _active_lock = threading.Lock()
 
 
 def current_run() -> ActiveRun | None:
     """The run the caller belongs to, or None outside any recording and replay."""
-    run = _current.get()
-    if run is not None and not run.closed:
+    if not _active:  # no run in the process: the common case in production
+        return None
+    run = cast("ActiveRun | None", otel_context.get_value(threads.RUN_KEY))
+    if run is not None:
+        return None if run.closed else run
+    return _adopt()
+
+
+def context_run() -> ActiveRun | None:
+    """The open run of the caller's context only (no adoption of context-less calls)."""
+    run = otel_context.get_value(threads.RUN_KEY)
+    if isinstance(run, ActiveRun) and not run.closed:
         return run
-    if _active:
-        with _active_lock:
-            return _active[-1] if _active else None
     return None
 
 
-def enter_run(run: ActiveRun) -> Any:
+def _adopt() -> ActiveRun | None:
+    """The run of a call that carries none: the one recording, if it is the only run."""
+    with _active_lock:
+        recordings = [run for run in _active if run.replay is None]
+        replays = len(_active) - len(recordings)
+    if len(recordings) == 1 and replays == 0:
+        return recordings[0]
+    if recordings or replays:
+        threads.warn_unattributed(len(recordings), replays)
+    return None
+
+
+def enter_run(run: ActiveRun) -> object:
+    """Make ``run`` active in the process; the caller attaches ``run.context``.
+
+    Returns the token :func:`exit_run` takes.
+    """
+    threads.install()
     with _active_lock:
         _active.append(run)
-    return _current.set(run)
+    return run
 
 
-def exit_run(run: ActiveRun, token: Any) -> None:
+def exit_run(run: ActiveRun, token: object = None) -> None:
+    """Close ``run``: from now on its context holds no run (its calls run for real)."""
     run.closed = True
     with _active_lock:
         if run in _active:
             _active.remove(run)
-    try:
-        _current.reset(token)
-    except ValueError:
-        # Exited in another context than it was entered (an async generator, a callback):
-        # the run is closed, which is what matters.
-        _current.set(None)
 
 
 def exception_type_name(exc: BaseException) -> tuple[str, bool]:

@@ -24,7 +24,7 @@ from sftrace._model.serialize import Serializer, dumps
 from sftrace._record.config import State, get_state
 from sftrace._record.llm import ManualLLMCall
 from sftrace._record.redaction import KnownSecrets, current_redactor
-from sftrace._record.run import ActiveRun, current_run, enter_run, exit_run, mark_run_end
+from sftrace._record.run import ActiveRun, context_run, enter_run, exit_run, mark_run_end
 from sftrace._record.run_span import set_run_output, start_run
 
 
@@ -169,7 +169,7 @@ class RecordingSession:
         """Start the run span; return None when inert (inside a replay)."""
         if self._run is not None:
             raise ConfigError("a RecordingSession can be entered only once; call record() again")
-        outer = current_run()
+        outer = context_run()
         if outer is not None and outer.replay is not None:
             self._inert = True
             self._run = outer

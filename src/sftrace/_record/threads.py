@@ -1,0 +1,166 @@
+"""Carry a run's context into threads and executor work started inside the run.
+
+A run lives in the OpenTelemetry context (under :data:`RUN_KEY`). asyncio tasks and
+``asyncio.to_thread`` copy that context; a ``threading.Thread`` and work submitted to a
+``ThreadPoolExecutor`` (which ``loop.run_in_executor`` uses) do not. Like
+``opentelemetry-instrumentation-threading``, :func:`install` wraps ``Thread.start`` and
+``ThreadPoolExecutor.submit`` so the work runs in the OpenTelemetry context of the code
+that started it, and finds its run there.
+
+What changes for the host is as small as it can be:
+
+- the context is carried only when it holds a run; outside runs the original methods
+  run as they are, after one context read;
+- a pool's worker threads never keep the context of the submission that started them
+  (each submitted function gets the context of its own submitter);
+- results, exceptions and the ``Future`` pass through untouched.
+
+:func:`install` is idempotent and :func:`uninstall` restores the original methods
+(unless someone wrapped them after us: then our wrappers stay, disabled).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+
+from sftrace._internal import logger
+
+# The key under which the run being recorded or replayed sits in the OpenTelemetry context.
+RUN_KEY = otel_context.create_key("sftrace.run")
+
+_lock = threading.Lock()
+_enabled = False
+_originals: dict[str, Callable[..., Any]] = {}
+_local = threading.local()  # .submitting: inside ThreadPoolExecutor.submit
+_warned = False
+
+
+def _context_with_run() -> Context | None:
+    """The current OpenTelemetry context when it holds a run, else None."""
+    context = otel_context.get_current()
+    return context if context.get(RUN_KEY) is not None else None
+
+
+def _bind(context: Context, func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` called in ``context`` (attached for the call, detached after)."""
+
+    @functools.wraps(func)
+    def in_context(*args: Any, **kwargs: Any) -> Any:
+        token = otel_context.attach(context)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            otel_context.detach(token)
+
+    return in_context
+
+
+def _submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    original = _originals["submit"]
+    if not _enabled:
+        return original(self, fn, *args, **kwargs)
+    context = _context_with_run()
+    if context is None:
+        return original(self, fn, *args, **kwargs)
+    # The pool may start a worker thread now: it must not keep this context.
+    _local.submitting = True
+    try:
+        future: Future[Any] = original(self, _bind(context, fn), *args, **kwargs)
+    finally:
+        _local.submitting = False
+    return future
+
+
+def _start(self: threading.Thread) -> None:
+    original = _originals["start"]
+    if not _enabled or getattr(_local, "submitting", False):
+        original(self)
+        return
+    context = _context_with_run()
+    if context is None:
+        original(self)
+        return
+    carried = _carry(self, context)
+    try:
+        original(self)
+    except BaseException:  # not started (started twice, no more threads): undo
+        if carried is not None and vars(self).get("run") is carried:
+            del vars(self)["run"]
+        raise
+
+
+def _carry(thread: threading.Thread, context: Context) -> Callable[[], None] | None:
+    """Make ``thread.run`` (the subclass's own too) run in ``context``, once."""
+    run = thread.run
+
+    def run_in_context() -> None:
+        vars(thread).pop("run", None)  # back to the class's run() once started
+        token = otel_context.attach(context)
+        try:
+            run()
+        finally:
+            otel_context.detach(token)
+
+    try:
+        thread.run = run_in_context  # type: ignore[method-assign]
+    except (AttributeError, TypeError):  # a class that forbids it: run without context
+        return None
+    return run_in_context
+
+
+def install() -> None:
+    """Carry runs into threads and executor work (idempotent)."""
+    global _enabled
+    with _lock:
+        if _enabled:
+            return
+        if "submit" not in _originals:
+            _originals["submit"] = ThreadPoolExecutor.submit
+            _originals["start"] = threading.Thread.start
+            ThreadPoolExecutor.submit = _submit  # type: ignore[assignment]
+            threading.Thread.start = _start  # type: ignore[method-assign]
+        _enabled = True
+
+
+def uninstall() -> None:
+    """Stop carrying runs; restore the original methods where ours are still in place."""
+    global _enabled
+    with _lock:
+        _enabled = False
+        if ThreadPoolExecutor.submit is _submit and threading.Thread.start is _start:
+            ThreadPoolExecutor.submit = _originals.pop("submit")  # type: ignore[method-assign]
+            threading.Thread.start = _originals.pop("start")  # type: ignore[method-assign]
+
+
+def installed() -> bool:
+    return _enabled
+
+
+def warn_unattributed(recordings: int, replays: int) -> None:
+    """Say once per process that a call without a run's context was recorded nowhere."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    logger.warning(
+        "sftrace: a call was made in a thread that carries no run's context while %d "
+        "recordings and %d replays are active; it ran for real and was recorded nowhere. "
+        "Start the thread or submit the work from inside the run (sftrace carries the "
+        "run into threading.Thread and ThreadPoolExecutor work started there), or run it "
+        "in a context copied inside the run (contextvars.copy_context().run)",
+        recordings,
+        replays,
+    )
+
+
+def reset_warning() -> None:
+    """Let the next unattributed call warn again (for tests)."""
+    global _warned
+    _warned = False
