@@ -16,6 +16,7 @@
 import importlib as _importlib
 import typing as _typing
 
+import sftrace._model.display as _display
 from sftrace._version import __version__
 
 if _typing.TYPE_CHECKING:
@@ -72,6 +73,7 @@ if _typing.TYPE_CHECKING:
     from sftrace._replay.processor import ReplaySpanProcessor
     from sftrace._replay.run import ReplayResult, areplay_run, replay_run
     from sftrace._replay.session import ReplaySession, replay
+    from sftrace._view.render import render_html
 
 # Public name -> the private module defining it. Each module is imported on first use,
 # so ``import sftrace`` stays cheap (pytest imports the sftrace plugin in every session).
@@ -136,6 +138,7 @@ _LAZY: dict[str, str] = {
     "SuiteCase": "_regress.suite",
     "load_suite": "_regress.suite",
     "trace_tool": "_record.tool",
+    "render_html": "_view.render",
 }
 
 __all__ = [
@@ -195,6 +198,7 @@ __all__ = [
     "push_bundles",
     "record",
     "recover_bundle",
+    "render_html",
     "replay",
     "replay_run",
     "trace_tool",
@@ -209,6 +213,16 @@ def __getattr__(name: str) -> _typing.Any:
     value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
+
+
+def _notebook_html(value: _typing.Any) -> str:
+    # Bundle, ReplayResult and Report display in notebooks through this hook; the view
+    # layer is imported on first use only.
+    html: str = _importlib.import_module(f"{__name__}._view.render").notebook_html(value)
+    return html
+
+
+_display.register_html_renderer(_notebook_html)
 
 
 def __dir__() -> list[str]:

@@ -41,6 +41,7 @@ from sftrace._bundle.format import (
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
 from sftrace._model.calls import call_label
+from sftrace._model.display import repr_html
 from sftrace._model.otlp_json import decode_attributes, decode_value
 
 # --- manifest -----------------------------------------------------------------------
@@ -333,6 +334,10 @@ class Bundle:
     @property
     def run_span(self) -> dict[str, Any]:
         return self.spans[0]
+
+    def _repr_html_(self) -> str | None:
+        """In a notebook, the run's HTML report (see ``sftrace.render_html``)."""
+        return repr_html(self)
 
     def __repr__(self) -> str:
         return (

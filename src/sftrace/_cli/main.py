@@ -23,6 +23,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "bundle",
     "replay",
     "regress",
+    "view",
     "otlp",
     "safety",
 )

@@ -25,6 +25,7 @@ from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, Call
 from sftrace._errors import ConfigError, TraceSerializationError
 from sftrace._model.calls import CallRef
+from sftrace._model.display import repr_html
 from sftrace._model.jsonpath import JsonPath, parse_paths, strip
 from sftrace._model.serialize import to_json
 from sftrace._regress.diff import (
@@ -359,6 +360,10 @@ class Report:
 
     def __str__(self) -> str:
         return self.format()
+
+    def _repr_html_(self) -> str | None:
+        """In a notebook, the report as HTML (see ``sftrace.render_html``)."""
+        return repr_html(self)
 
 
 def _labels(report: Report, finding: Finding) -> tuple[str, str]:

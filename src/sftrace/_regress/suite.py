@@ -42,9 +42,9 @@ import time
 import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
@@ -52,6 +52,9 @@ from sftrace._errors import ConfigError, SftraceError, SuiteError
 from sftrace._model.policy import MatchMode
 from sftrace._regress.compare import ComparisonPolicy, Report, Severity, compare
 from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
+
+if TYPE_CHECKING:
+    from sftrace._replay.run import ReplayResult
 
 SUITE_SUFFIX: Final = ".sftrace-suite.toml"
 _SUITE_KEYS: Final = ("name", "entrypoint", "pythonpath", "match", "policy", "cases")
@@ -130,13 +133,15 @@ class Suite:
 @dataclass(frozen=True)
 class CaseResult:
     """The outcome of one case: ``passed``, ``failed`` (a regression: ``report`` holds
-    the error findings) or ``error`` (the case could not run: ``error`` says why)."""
+    the error findings) or ``error`` (the case could not run: ``error`` says why).
+    ``replay`` is the replay the report judged (None when the case could not run)."""
 
     case: SuiteCase
     outcome: Outcome
     report: Report | None
     error: str | None
     duration_s: float
+    replay: ReplayResult | None = field(default=None, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -426,7 +431,7 @@ def _run_case(case: SuiteCase, entrypoint: str | None) -> CaseResult:
             message = f"{type(exc).__name__}: {message}"
         return CaseResult(case, "error", None, message, time.perf_counter() - started)
     outcome: Outcome = "passed" if report.passed else "failed"
-    return CaseResult(case, outcome, report, None, time.perf_counter() - started)
+    return CaseResult(case, outcome, report, None, time.perf_counter() - started, result)
 
 
 # --- reporting -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from sftrace._bundle.reader import Bundle, Call, call_from_span
 from sftrace._errors import ConfigError, ReplayError
 from sftrace._model import attributes as A
+from sftrace._model.display import repr_html
 from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._record.run import exception_type_name
@@ -67,6 +68,10 @@ class ReplayResult:
             calls.sort(key=lambda call: call.seq)
             self._calls = calls
         return self._calls
+
+    def _repr_html_(self) -> str | None:
+        """In a notebook, the replay's HTML report (see ``sftrace.render_html``)."""
+        return repr_html(self)
 
     @property
     def reproduced(self) -> bool:
