@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 _rng = random.Random(20261129)
 _ALNUM = string.ascii_letters + string.digits
+_UPPER = string.ascii_uppercase + string.digits
 
 
 def _chars(n: int, alphabet: str = _ALNUM) -> str:
@@ -83,6 +84,45 @@ URL = _secret(
     "url_credentials", f"postgres://admin:{_db_password}@db.internal:5432/app", _db_password
 )
 
+HUGGINGFACE = _secret("huggingface_token", "hf_" + _chars(34))
+GITLAB = _secret("gitlab_token", "glpat-" + _chars(20, _ALNUM + "-_"))
+_webhook = _chars(24)
+SLACK_WEBHOOK = _secret(
+    "slack_webhook",
+    f"https://hooks.slack.com/services/T{_chars(8, _UPPER)}/B{_chars(10, _UPPER)}/{_webhook}",
+    _webhook,
+)
+SENDGRID = _secret(
+    "sendgrid_api_key", f"SG.{_chars(22, _ALNUM + '-_')}.{_chars(43, _ALNUM + '-_')}"
+)
+GOOGLE_OAUTH = _secret("google_oauth_token", "ya29." + _chars(60, _ALNUM + "-_"))
+STRIPE_WEBHOOK = _secret("stripe_key", "whsec_" + _chars(32))
+NPM = _secret("npm_token", "npm_" + _chars(36))
+_account_key = _chars(86, _ALNUM + "+/") + "=="
+AZURE_KEY = _secret(
+    "azure_storage_key",
+    f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={_account_key};",
+    _account_key[:24],
+)
+_sas = _chars(30) + "%2B" + _chars(10) + "%3D"
+AZURE_SAS = _secret(
+    "azure_sas_signature",
+    f"https://acme.blob.core.windows.net/c/f.txt?sv=2022-11-02&sp=r&sig={_sas}",
+    _sas[:24],
+)
+_basic = base64.b64encode(f"deploy:{_mixed(16)}".encode()).decode()
+BASIC = _secret("basic_credentials", f"Basic {_basic}", _basic)
+_cli_password = _mixed(14)
+CLI_PASSWORD = _secret("cli_password", f"pg_dump --password {_cli_password} app", _cli_password)
+_mysql_password = _mixed(12)
+MYSQL = _secret("cli_password", f"mysql -u root -p{_mysql_password} app", _mysql_password)
+_curl_password = _mixed(12)
+CURL = _secret(
+    "cli_password", f"curl -u deploy:{_curl_password} https://api.example.com", _curl_password
+)
+_redis_password = _mixed(20)
+REDIS = _secret("url_credentials", f"redis://:{_redis_password}@cache:6379/0", _redis_password)
+
 # Secrets recognisable by their shape, wherever they appear.
 SHAPED: tuple[Secret, ...] = (
     OPENAI,
@@ -102,12 +142,44 @@ SHAPED: tuple[Secret, ...] = (
     PEM,
     BEARER,
     URL,
+    HUGGINGFACE,
+    GITLAB,
+    SLACK_WEBHOOK,
+    SENDGRID,
+    GOOGLE_OAUTH,
+    STRIPE_WEBHOOK,
+    NPM,
+    AZURE_KEY,
+    AZURE_SAS,
+    BASIC,
+    CLI_PASSWORD,
+    MYSQL,
+    CURL,
+    REDIS,
 )
 
 # Secrets that are plain words: only their key (or "name=value" context) gives them away.
 PASSWORD = "correct-horse-battery-" + _chars(6)
 SESSION_COOKIE = "sid=" + _chars(24)
 PLAIN: tuple[str, ...] = (PASSWORD, SESSION_COOKIE)
+
+
+# Look-alikes that must come out as they went in: prose, code, ids, hashes, images.
+_image = base64.b64encode(random.Random(5).randbytes(3000)).decode()
+LOOKALIKES: tuple[str, ...] = (
+    "The bearer of this letter holds the basic key to the secret garden; pass it on.",
+    "Spin: 3 turns. Pin the tab, then check the session and the token count (1,024).",
+    "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "ids: 123e4567-e89b-12d3-a456-426614174000 and 123e4567e89b12d3a456426614174000",
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+    f"data:image/png;base64,{_image}",
+    "def check_password_strength(password):\n    return len(password) > 8  # tokens: 5",
+    "mkdir -p build && ssh -p 2222 host && find . -print",
+    "curl https://example.com/api/v1/items?page=2 -H 'Accept: application/json'",
+    "Basic usage: run the tool with --verbose; see the basic guide.",
+    "signature sig=short and AccountKey=",
+    "hf_hub_download(repo_id='gpt2') and npm_config_cache and SG.small",
+)
 
 
 def fingerprints() -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 from pathlib import Path
@@ -545,3 +546,85 @@ def test_configure_sets_the_rules_for_new_runs(tmp_path: Path) -> None:
         charge(corpus.STRIPE.text, 12)
     call = load_bundle(tmp_path / "b.sftrace").calls[0]
     assert call.input == {"amount": 12, "card_token": "[REDACTED:sensitive_key]"}
+
+
+# --- no gaps: values the rules used to miss ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("password", "fragment"),
+    [('pa"ss\\wordXY-9', "wordXY-9"), (12345678, "12345678")],
+    ids=["quote-backslash", "number"],
+)
+def test_any_value_under_a_sensitive_key_is_remembered(
+    tmp_path: Path, spans: InMemorySpanExporter, password: Any, fragment: str
+) -> None:
+    """Passwords with quotes or backslashes, and numbers, are known secrets too: their
+    echoes (as they are, or as their repr) in error messages, stack traces and span
+    status are redacted."""
+    with record("db", output=tmp_path / "db.sftrace"), pytest.raises(ConnectionError):
+        connect("db.internal", password)
+    assert fragment.encode() not in _every_byte_under(tmp_path)
+    assert fragment not in _exported(spans)
+    (call,) = load_bundle(tmp_path / "db.sftrace").calls
+    assert call.error is not None
+    assert "[REDACTED:known_secret]" in call.error.message
+    statuses = [span.status.description or "" for span in spans.get_finished_spans()]
+    assert any("[REDACTED:known_secret]" in status for status in statuses)
+
+
+@trace_tool
+def post_raw(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nSet-Cookie: " + corpus.SESSION_COOKIE.encode() + b"\r\n\r\n"
+
+
+def test_bytes_are_redacted_before_they_are_base64_encoded(tmp_path: Path) -> None:
+    """A raw request body is stored as base64 of its redacted text, not of the key."""
+    body = f"POST /v1 HTTP/1.1\r\nAuthorization: Bearer {corpus.OPENAI.text}\r\n\r\n{{}}"
+    with record("raw", output=tmp_path / "raw.sftrace"):
+        post_raw(body.encode())
+    (call,) = load_bundle(tmp_path / "raw.sftrace").calls
+    sent = base64.b64decode(call.input["body"]).decode()
+    received = base64.b64decode(call.output).decode()
+    assert corpus.OPENAI.fingerprint not in sent
+    assert sent.startswith("POST /v1 HTTP/1.1\r\nAuthorization: [REDACTED:")
+    assert corpus.SESSION_COOKIE not in received
+    assert base64.b64decode(base64.b64encode(b"\xff\xfe binary")) == b"\xff\xfe binary"
+
+
+def test_binary_bytes_are_recorded_as_they_are(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 text are encoded unchanged."""
+    data = bytes(range(256))
+    with record("raw", output=tmp_path / "bin.sftrace"):
+        post_raw(data)
+    (call,) = load_bundle(tmp_path / "bin.sftrace").calls
+    assert base64.b64decode(call.input["body"]) == data
+
+
+def test_state_change_keys_go_through_the_key_rules(tmp_path: Path) -> None:
+    """record_state_change(key="openai_api_key", ...) redacts the value whole."""
+    with record("state", output=tmp_path / "s.sftrace") as session:
+        session.record_state_change(key="openai_api_key", before=None, after="plain-words-key")
+        session.record_state_change(key="note", before=None, after="uses plain-words-key")
+    assert b"plain-words-key" not in _every_byte_under(tmp_path)
+    bundle = load_bundle(tmp_path / "s.sftrace")
+    fields = {(r["field"], r.get("key"), r["rule"]) for r in bundle.redactions}
+    assert ("state.after", "openai_api_key", "sensitive_key") in fields
+    assert ("state.after", "note", "known_secret") in fields
+
+
+def test_a_secret_split_across_streamed_chunks_is_redacted_in_every_chunk() -> None:
+    """Deltas that only together hold a key have their parts replaced."""
+    key = corpus.ANTHROPIC.text
+    pieces = ["here: ", key[:10], key[10:40], key[40:] + " done"]
+    chunks = [{"choices": [{"delta": {"content": piece}}], "id": "c1"} for piece in pieces]
+    redacted, found = Redactor().redact_stream(chunks)
+    contents = [chunk["choices"][0]["delta"]["content"] for chunk in redacted]
+    assert contents == [
+        "here: ",
+        "[REDACTED:anthropic_api_key]",
+        "[REDACTED:anthropic_api_key]",
+        "[REDACTED:anthropic_api_key] done",
+    ]
+    assert [r.path for r in found] == [f"$.chunks[{i}].choices[0].delta.content" for i in (1, 2, 3)]
+    assert chunks[1]["choices"][0]["delta"]["content"] == key[:10]  # the input is kept

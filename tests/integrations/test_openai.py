@@ -431,3 +431,29 @@ def test_openai_agent_example_records_and_replays_offline(tmp_path: Path) -> Non
     bundle = load_bundle(tmp_path / ".sftrace" / "openai_agent" / "support.sftrace")
     assert [call.kind for call in bundle.calls] == ["llm", "tool", "llm", "tool", "llm", "llm"]
     assert bundle.calls[-1].output["complete"] is True
+
+
+def test_a_key_split_across_streamed_chunks_is_redacted_in_each_chunk(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """A key the model streams in pieces is redacted in every chunk holding part of it."""
+    key = "sk-proj-" + "Ab3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF"
+    api.reply_stream(
+        fake.chat_chunks(["Use ", key[:12], key[12:30], key[30:] + " now."]), named=False, done=True
+    )
+    with record("agent", output=tmp_path / "run.sftrace"):
+        streamed = sync_agent(client(api), "chat", stream=True)
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+        == f"Use {key} now."
+    )
+    files = b"".join(p.read_bytes() for p in (tmp_path / "run.sftrace").rglob("*") if p.is_file())
+    for part in (key[4:12], key[12:30], key[30:]):
+        assert part.encode() not in files
+    chunks = load_bundle(tmp_path / "run.sftrace").calls[0].output["chunks"]
+    contents = [c["choices"][0]["delta"].get("content") for c in chunks if c.get("choices")]
+    assert contents[1:5] == [
+        "Use ",
+        *["[REDACTED:openai_api_key]"] * 2,
+        "[REDACTED:openai_api_key] now.",
+    ]

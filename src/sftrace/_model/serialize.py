@@ -6,7 +6,9 @@ Values are converted to JSON before they are stored on a span:
 - dataclasses and pydantic models as objects of their fields; enums as their value;
 - ``datetime``/``date``/``time`` as ISO 8601 strings, ``UUID``, ``Decimal`` and paths as
   strings, ``timedelta`` as seconds;
-- ``bytes`` as base64 text; sets as arrays sorted by their canonical JSON;
+- ``bytes`` as base64 text (of the bytes as the registered bytes filter leaves them:
+  recording redacts the text of bytes holding UTF-8 before encoding);
+- sets as arrays sorted by their canonical JSON;
 - anything else through the ``serializer=`` hook (``serializer(value)`` returns a
   JSON-compatible value or raises ``TypeError``), else ``TraceSerializationError``.
 
@@ -38,13 +40,26 @@ _UNSORTED_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _OPTIONS = orjson.OPT_SORT_KEYS | _UNSORTED_OPTIONS
 
 
+_bytes_filter: Callable[[bytes], bytes] | None = None
+
+
+def register_bytes_filter(bytes_filter: Callable[[bytes], bytes] | None) -> None:
+    """Pass every ``bytes`` value through ``bytes_filter`` before it is base64-encoded
+    (recording registers its redaction here: a higher layer, so a hook)."""
+    global _bytes_filter
+    _bytes_filter = bytes_filter
+
+
 def _builtin_default(value: Any) -> Any:
     """Conversions orjson does not do natively (called only for unknown types)."""
     model_dump = getattr(value, "model_dump", None)
     if model_dump is not None and callable(model_dump):  # pydantic v2 models
         return model_dump(mode="json")
     if isinstance(value, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(value)).decode("ascii")
+        data = bytes(value)
+        if _bytes_filter is not None:
+            data = _bytes_filter(data)
+        return base64.b64encode(data).decode("ascii")
     if isinstance(value, set | frozenset):
         return sorted(value, key=lambda item: orjson.dumps(item, default=_builtin_default))
     if isinstance(value, decimal.Decimal | pathlib.PurePath):

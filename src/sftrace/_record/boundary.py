@@ -192,6 +192,13 @@ class BoundaryCall:
         self._note_redactions([redaction.record("output") for redaction in found])
         return output_json
 
+    def redact_stream(self, chunks: list[Any]) -> list[Any]:
+        """A stream's chunks with the secrets that run across chunks redacted in each chunk
+        (the output they go into is then redacted as usual)."""
+        chunks, found = self.run.redactor.redact_stream(chunks, known=self.run.known_secrets)
+        self._note_redactions([redaction.record("output") for redaction in found])
+        return chunks
+
     def _note_redactions(self, records: list[dict[str, Any]]) -> None:
         if records:
             self.redactions.extend(records)

@@ -1,31 +1,32 @@
 """Redaction: keeping credentials out of every span, bundle and export.
 
 Redaction happens at capture time, on the canonical JSON of each recorded value (tool
-and LLM inputs and outputs, the run's input, output and metadata, state changes) and on
-the text of each recorded error (message and stack trace), before the value is put on a
-span. So nothing downstream ever holds the secret: not the bundle's journal, its
-digests, nor any span exporter (OTLP included).
+and LLM inputs and outputs, the run's input, output and metadata, state changes), on
+the text of bytes before they are base64-encoded, and on the text of each recorded error
+(message and stack trace), before the value is put on a span. So nothing downstream
+ever holds the secret: not the bundle's journal, its digests, nor any span exporter.
 
-Two kinds of rules:
+Three kinds of rules:
 
 - Sensitive keys: the whole value of an object member whose name is sensitive
   (``password``, ``api_key``, ``Authorization``...) is replaced. Names match in any case
-  and separator style: ``apiKey``, ``API_KEY``, ``x-api-key`` and ``openai_api_key`` all
-  end with the words ``api key``.
+  and separator style: ``apiKey``, ``API_KEY``, ``x-api-key`` and ``openai_api_key_2``
+  all end with the words ``api key``.
 - Value patterns: secrets recognisable by their shape (``sk-...``, ``ghp_...``, JWTs,
   PEM private keys, ``Bearer ...``, ``scheme://user:pass@host``...) are replaced inside
-  any string, wherever they appear.
+  any string, wherever they appear (``redaction_rules``).
+- Known secrets: a value seen under a sensitive key is replaced wherever the run shows
+  it again (an error message, a stack trace, another tool's input).
 
 A redacted value becomes ``"[REDACTED:<rule>]"``. Each redaction is recorded as its
 JSON path and rule name on the span (``sftrace.redactions``), never the value.
 
-The hot path is one regular-expression search over the JSON text of a value: only when
-it finds something suspicious is the value parsed, walked and redacted.
+The hot path is one scan of the JSON text of a value (``redaction_scan``): only when it
+finds where a rule could match is the value parsed, walked and redacted.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -37,8 +38,41 @@ import orjson
 from sftrace._errors import ConfigError
 from sftrace._internal import internal_error
 from sftrace._model.jsonpath import child as child_path
+from sftrace._model.jsonpath import format_path
+from sftrace._record.redaction_fragments import redact_chunks
+from sftrace._record.redaction_rules import (
+    ASSIGNMENT,
+    BUILTIN_KEYS,
+    BUILTIN_PATTERN_NAMES,
+    Rule,
+    builtin_rules,
+    glued,
+    key_suffixes,
+    key_words,
+    user_rules,
+)
+from sftrace._record.redaction_scan import (
+    MARKER_PREFIX,
+    Redaction,
+    Scanner,
+    marker,
+    note,
+    redact_plain,
+    replacer,
+)
 
-MARKER_PREFIX: Final = "[REDACTED:"
+__all__ = [
+    "BUILTIN_RULES",
+    "MARKER_PREFIX",
+    "KnownSecrets",
+    "Redaction",
+    "Redactor",
+    "current_redactor",
+    "is_marker",
+    "marker",
+    "set_redactor",
+]
+
 FAILED_RULE: Final = "redaction_failed"
 KEY_RULE: Final = "sensitive_key"
 KNOWN_RULE: Final = "known_secret"
@@ -49,223 +83,11 @@ JSON = Any
 # to keep it.
 RedactionCallback = Callable[[str, Any], "str | bool | None"]
 
-
-def marker(rule: str) -> str:
-    """The text that replaces a redacted value."""
-    return f"{MARKER_PREFIX}{rule}]"
+BUILTIN_RULES: Final[tuple[str, ...]] = (KEY_RULE, KNOWN_RULE, *BUILTIN_PATTERN_NAMES)
 
 
 def is_marker(value: Any) -> bool:
     return isinstance(value, str) and value.startswith(MARKER_PREFIX) and value.endswith("]")
-
-
-@dataclass(frozen=True, slots=True)
-class Redaction:
-    """Where a value was redacted (its JSON path, ``$`` for a whole text) and by which rule."""
-
-    path: str
-    rule: str
-
-    def record(self, field: str, **extra: Any) -> dict[str, Any]:
-        """The JSON object stored on spans: field, path and rule (never the value)."""
-        return {"field": field, "path": self.path, "rule": self.rule, **extra}
-
-
-# --- key names --------------------------------------------------------------------
-
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
-# Built-in sensitive key names, as words (matched against the trailing words of a key).
-BUILTIN_KEYS: Final[tuple[str, ...]] = (
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "api key",
-    "access key",
-    "secret key",
-    "private key",
-    "authorization",
-    "cookie",
-    "credential",
-    "credentials",
-)
-
-
-def key_words(name: str) -> list[str]:
-    """``"openaiApiKey"`` -> ``["openai", "api", "key"]`` (lowercase words of a key name)."""
-    return [word.lower() for word in _WORD.findall(name)]
-
-
-@functools.lru_cache(maxsize=4096)
-def _key_suffixes(name: str) -> tuple[str, ...]:
-    """Every trailing run of words of ``name``, glued: ``x-api-key`` -> xapikey, apikey, key."""
-    words = key_words(name)
-    return tuple("".join(words[i:]) for i in range(len(words)))
-
-
-def _glued(name: str) -> str:
-    return "".join(key_words(name))
-
-
-def _name_in_text(name: str) -> str:
-    """A pattern for a key name written in free text: words joined by optional separators."""
-    return r"[-_. ]?".join(re.escape(word) for word in key_words(name))
-
-
-# --- value patterns ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Pattern:
-    """A value rule: ``find`` runs on strings; the group named ``secret`` is replaced when
-    there is one, else the whole match."""
-
-    name: str
-    find: re.Pattern[str]
-
-
-_TOKEN = r"[A-Za-z0-9_-]"
-_VALUE = r"(?!\[REDACTED:)[^\s\"',;&}\]]+"
-
-
-def _builtin_patterns(names_in_text: Iterable[str]) -> list[_Pattern]:
-    """The built-in value patterns, in the order they apply."""
-    names = "|".join(sorted({_name_in_text(name) for name in names_in_text}, key=len, reverse=True))
-    specs: list[tuple[str, str]] = [
-        (
-            "private_key",
-            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
-            r"(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|[\s\S]*)",
-        ),
-        # Real JWT headers are at least 19 characters ({"alg":"none"}).
-        ("jwt", rf"(?<![A-Za-z0-9_-])eyJ{_TOKEN}{{12,}}\.eyJ{_TOKEN}{{5,}}\.{_TOKEN}*"),
-        ("anthropic_api_key", rf"(?<![A-Za-z0-9_-])sk-ant-{_TOKEN}{{20,}}"),
-        (
-            "openai_api_key",
-            rf"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?{_TOKEN}{{20,}}",
-        ),
-        (
-            "github_token",
-            r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
-        ),
-        ("aws_access_key_id", r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"),
-        ("slack_token", r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"),
-        ("google_api_key", r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"),
-        ("stripe_key", r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}"),
-        (
-            # An HTTP header line carrying credentials: the whole header value goes.
-            "http_credentials",
-            r"(?i)(?<![A-Za-z0-9])(?:proxy-)?(?:authorization|cookie|set-cookie)[ \t]*:[ \t]*"
-            r"(?P<secret>(?!\[REDACTED:)[^\r\n\"]+)",
-        ),
-        (
-            "url_credentials",
-            r"(?i)(?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]*://[^\s/:@?#\"]+:"
-            r"(?P<secret>(?!\[REDACTED:)[^\s/@?#\"]+)@",
-        ),
-        (
-            "bearer_token",
-            r"(?i)(?<![A-Za-z0-9])bearer\s+(?P<secret>(?=[A-Za-z0-9._~+/=-]*[0-9])"
-            r"[A-Za-z0-9._~+/=-]{8,})",
-        ),
-        (
-            # A sensitive name in free text followed by ':' or '=' (env dumps, query
-            # strings, logs, JSON embedded in a string): the value after it goes.
-            "secret_assignment",
-            rf"(?i)(?:{names})(?![A-Za-z0-9])[\"']?[ \t]*[:=][ \t]*[\"']?"
-            rf"(?:(?:bearer|basic|token)\s+)?(?P<secret>{_VALUE})",
-        ),
-        (
-            # 40 characters of base64 mixing upper case, lower case and digits, alone.
-            "aws_secret_access_key",
-            r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])"
-            r"(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
-        ),
-    ]
-    return [_Pattern(name, re.compile(find)) for name, find in specs]
-
-
-# --- detection: is a text worth walking? -------------------------------------------------
-#
-# Parsing and walking every value would cost far more than recording it, so each value's
-# JSON text is first checked cheaply. The check may say yes when no rule matches (the
-# walk then finds nothing), but never no when one would. In CPython, scanning for a
-# substring is much faster than any regular expression with alternatives, so the check
-# is a handful of substring scans:
-#
-# - Tokens (API keys, JWTs, AWS keys) are runs of at least 15 characters from
-#   [A-Za-z0-9_-/+]: one translate() and one scan find whether any such run exists, and
-#   only then is each token's prefix looked for.
-# - Names (sensitive keys, "name=value" text, HTTP headers, Bearer, URL credentials) are
-#   found by a scan for a word, confirmed by a regex anchored just after it.
-
-_RUN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-/+")
-_B64_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+")
-_RUN_CLASSES = bytes(ord("a") if b in _RUN_CHARS else ord(" ") for b in range(256))
-_B64_CLASSES = bytes(ord("a") if b in _B64_CHARS else ord(" ") for b in range(256))
-_SQUEEZE = bytes(b for b in range(256) if b not in b'abcdefghijklmnopqrstuvwxyz0123456789":')
-_MIN_TOKEN_RUN = b"a" * 15  # the shortest token any built-in pattern matches
-_FORTY = b"a" * 40
-
-# What each run-gated rule's tokens start with (case-sensitive, in the text itself): a
-# plain substring, or a regex with a literal prefix (as fast to search for).
-_TOKEN_CHECKS: Final[dict[str, str | re.Pattern[str]]] = {
-    "jwt": "eyJ",
-    "anthropic_api_key": "sk-",
-    "openai_api_key": "sk-",
-    "github_token": re.compile(r"gh(?:[pousr]_|ithub_pat_)"),
-    "aws_access_key_id": re.compile(r"A(?:KIA|SIA)"),
-    "slack_token": "xox",
-    "google_api_key": "AIza",
-    "stripe_key": re.compile(r"k_(?:live|test)_"),
-}
-_ASSIGN = r"[-_. ]*(?:\\?[\"'])?[ \t]*[:=]"
-# (lowercase word, regex that must match right after it) of each word-gated rule.
-_WORD_CHECKS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "private_key": (("key", r"[a-z ]*-----"),),
-    "http_credentials": (("authorization", _ASSIGN), ("cookie", _ASSIGN)),
-    "url_credentials": (("://", r"[^\s/@]*:[^\s/@]*@"),),
-    "bearer_token": (("bearer", r"\s"),),
-}
-
-
-def _word_checks(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """Merge (word, follow) pairs into one scan per needle.
-
-    Words sharing their first four letters share one scan (``pass`` for password,
-    passwd and passphrase); the rest of each word moves into the regex after it.
-    """
-    groups: dict[str, list[tuple[str, str]]] = {}
-    for word, follow in pairs:
-        groups.setdefault(word[:4], []).append((word, follow))
-    checks = []
-    for prefix, members in sorted(groups.items()):
-        words = {word for word, _ in members}
-        needle = next(iter(words)) if len(words) == 1 else prefix
-        follows = sorted({re.escape(word[len(needle) :]) + follow for word, follow in members})
-        checks.append((needle, re.compile("|".join(f"(?:{f})" for f in follows))))
-    return tuple(checks)
-
-
-BUILTIN_PATTERN_NAMES: Final[tuple[str, ...]] = (
-    "private_key",
-    "jwt",
-    "anthropic_api_key",
-    "openai_api_key",
-    "github_token",
-    "aws_access_key_id",
-    "slack_token",
-    "google_api_key",
-    "stripe_key",
-    "http_credentials",
-    "url_credentials",
-    "bearer_token",
-    "secret_assignment",
-    "aws_secret_access_key",
-)
-BUILTIN_RULES: Final[tuple[str, ...]] = (KEY_RULE, KNOWN_RULE, *BUILTIN_PATTERN_NAMES)
 
 
 @dataclass(slots=True)
@@ -274,6 +96,7 @@ class _Pass:
 
     found: list[Redaction]
     known: KnownSecrets | None
+    learned: bool = False
 
 
 class KnownSecrets:
@@ -281,28 +104,35 @@ class KnownSecrets:
 
     A password passed as ``login(password=...)`` is redacted by its key; if the agent
     later puts the same string in an error message or another tool's input, no key
-    gives it away, but the run remembers it. Kept in memory only, for one run.
+    gives it away, but the run remembers it. Every string and number under a sensitive
+    key counts, whatever characters it holds. Kept in memory only, for one run.
     """
 
     MAX = 256
     MIN_LENGTH = 6
 
-    __slots__ = ("_lock", "_values")
+    __slots__ = ("_escaped", "_lock", "_values")
 
     def __init__(self) -> None:
         self._values: tuple[str, ...] = ()
+        self._escaped: tuple[str, ...] = ()  # as each value shows in JSON text
         self._lock = threading.Lock()
 
-    def add(self, value: str) -> None:
-        # Only strings that JSON writes as they are, so a plain substring test on the
-        # JSON text finds them.
-        if len(value) < self.MIN_LENGTH or is_marker(value) or _needs_escape(value):
-            return
+    def add(self, value: str | int | float) -> bool:
+        """Remember ``value``; True when it was not known yet."""
+        text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        if len(text) < self.MIN_LENGTH or is_marker(text):
+            return False
+        # As it is, and as its repr() shows it (an error message quoting it with !r).
+        forms = {text, repr(text)[1:-1]}
         with self._lock:
-            if value in self._values or len(self._values) >= self.MAX:
-                return
+            if text in self._values or len(self._values) >= self.MAX:
+                return False
             # Longest first: a secret containing another is replaced whole.
-            self._values = tuple(sorted((*self._values, value), key=len, reverse=True))
+            values = tuple(sorted({*self._values, *forms}, key=len, reverse=True))
+            self._escaped = tuple(orjson.dumps(v).decode()[1:-1] for v in values)
+            self._values = values
+            return True
 
     def values(self) -> tuple[str, ...]:
         return self._values  # an immutable snapshot
@@ -310,15 +140,11 @@ class KnownSecrets:
     def found_in(self, text: str) -> bool:
         return any(secret in text for secret in self._values)
 
+    def found_in_json(self, json_text: str) -> bool:
+        return any(secret in json_text for secret in self._escaped)
+
     def __len__(self) -> int:
         return len(self._values)
-
-
-_ESCAPED = re.compile(r'["\\\x00-\x1f]')
-
-
-def _needs_escape(value: str) -> bool:
-    return _ESCAPED.search(value) is not None
 
 
 class Redactor:
@@ -381,43 +207,43 @@ class Redactor:
         key_names = list(user_keys)
         if builtins and KEY_RULE not in disabled:
             key_names.extend(BUILTIN_KEYS)
-        self._keys = frozenset(_glued(name) for name in key_names)
+        self._keys = frozenset(glued(name) for name in key_names)
         self._learn = bool(self._keys) and KNOWN_RULE not in disabled
         # Free-text "name=value" knows the built-in names even with sensitive_key off.
         names_in_text = [*user_keys, *BUILTIN_KEYS] if builtins else list(user_keys)
         enabled = {name for name in BUILTIN_PATTERN_NAMES if builtins and name not in disabled}
-        if names_in_text and "secret_assignment" not in disabled:
-            enabled.add("secret_assignment")
-        self._patterns = [p for p in _builtin_patterns(names_in_text) if p.name in enabled]
-        self._user_patterns = _user_patterns(patterns)
-        # Detection (see above).
-        self._token_checks = tuple(
-            dict.fromkeys(_TOKEN_CHECKS[name] for name in _TOKEN_CHECKS if name in enabled)
+        if user_keys and ASSIGNMENT not in disabled:
+            enabled.add(ASSIGNMENT)
+        self._rules = builtin_rules(names_in_text, enabled)
+        self._replacers = [replacer(rule) for rule in self._rules]
+        self._scanner = Scanner(self._rules)
+        self._user_rules = user_rules(patterns)
+        self._user_replacers = [replacer(rule) for rule in self._user_rules]
+        # A key is found in JSON text by its glued words (letters only) and the colon
+        # after it, once all but letters and colons are dropped: `"x-Api-Key_2":` ->
+        # `xapikey:` (see _keys_in_json).
+        self._squeezed = tuple(
+            sorted({re.sub(r"[^a-z]", "", name).encode() + b":" for name in self._keys})
         )
-        self._forty = "aws_secret_access_key" in enabled
-        pairs = [pair for name in _WORD_CHECKS if name in enabled for pair in _WORD_CHECKS[name]]
-        assigned = set(key_names)
-        if "secret_assignment" in enabled:
-            assigned.update(names_in_text)
-        pairs.extend((key_words(name)[-1], _ASSIGN) for name in assigned)
-        self._words = _word_checks(pairs)
-        # A user key written glued ("apikey") also matches "api_key": in JSON text it shows
-        # as `apikey":` once all but letters, digits, quotes and colons are dropped.
-        self._squeezed = tuple(sorted(f'{_glued(name)}":'.encode() for name in user_keys))
         # Custom patterns and callbacks may match anything: every value is walked.
-        self._always_walk = bool(self._user_patterns) or callback is not None
+        self._always_walk = bool(self._user_rules) or callback is not None
 
     def __repr__(self) -> str:
+        names = [rule.name for rule in (*self._rules, *self._user_rules)]
         return (
-            f"Redactor(keys={len(self._keys)}, patterns="
-            f"{[p.name for p in self._patterns + self._user_patterns]!r}, "
+            f"Redactor(keys={len(self._keys)}, patterns={list(dict.fromkeys(names))!r}, "
             f"callback={self.callback!r})"
         )
 
     @property
     def active(self) -> bool:
         """False when there is no rule at all (redaction switched off)."""
-        return bool(self._keys or self._patterns or self._always_walk)
+        return bool(self._keys or self._rules or self._always_walk)
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """The built-in value rules in force, in the order they apply."""
+        return tuple(self._rules)
 
     # -- public helpers --------------------------------------------------------------
     def redact(
@@ -429,15 +255,13 @@ class Redactor:
         found under sensitive keys are added to it.
         """
         found: list[Redaction] = []
-        return self._walk(value, "$", _Pass(found, known)), found
+        return self._walk_root(value, _Pass(found, known)), found
 
     def redact_text(
         self, text: str, *, known: KnownSecrets | None = None
     ) -> tuple[str, list[Redaction]]:
         """``text`` with every secret found by the value patterns replaced (path ``$``)."""
         if not isinstance(text, str) or not self.active:
-            return text, []
-        if not self._always_walk and not self._worth_walking(text, known):
             return text, []
         try:
             found: list[Redaction] = []
@@ -448,19 +272,34 @@ class Redactor:
             return marker(FAILED_RULE), [Redaction("$", FAILED_RULE)]
 
     def redact_json(
-        self, text: str, *, known: KnownSecrets | None = None, sort_keys: bool = True
+        self,
+        text: str,
+        *,
+        known: KnownSecrets | None = None,
+        sort_keys: bool = True,
+        key: str | None = None,
     ) -> tuple[str, list[Redaction]]:
         """JSON text -> redacted JSON text, and where it was redacted.
 
         Keys come out sorted (canonical) unless ``sort_keys=False`` keeps their order.
+        ``key``: the name the value is stored under (a state change's key); a sensitive
+        one redacts the whole value.
         """
         if not self.active:
             return text, []
-        if not self._always_walk and not self._worth_walking(text, known):
+        sensitive = key is not None and self.sensitive_key(key)
+        if not sensitive and not self._always_walk and not self._worth_walking(text, known):
             return text, []
         try:
             found: list[Redaction] = []
-            redacted = self._walk(orjson.loads(text), "$", _Pass(found, known))
+            value = orjson.loads(text)
+            run = _Pass(found, known)
+            if sensitive and _worth_redacting(value):
+                self._learn_all(value, run)
+                redacted: JSON = marker(KEY_RULE)
+                found.append(Redaction("$", KEY_RULE))
+            else:
+                redacted = self._walk_root(value, run)
             if not found:
                 return text, []
             option = orjson.OPT_SORT_KEYS if sort_keys else 0
@@ -471,40 +310,68 @@ class Redactor:
             internal_error("redacting a recorded value", exc)
             return orjson.dumps(marker(FAILED_RULE)).decode(), [Redaction("$", FAILED_RULE)]
 
+    def redact_bytes(
+        self, data: bytes, *, known: KnownSecrets | None = None
+    ) -> tuple[bytes, list[Redaction]]:
+        """Bytes holding UTF-8 text, with the text redacted (other bytes as they are)."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data, []
+        redacted, found = self.redact_text(text, known=known)
+        return (redacted.encode("utf-8") if found else data), found
+
+    def redact_stream(
+        self, chunks: list[JSON], *, known: KnownSecrets | None = None
+    ) -> tuple[list[JSON], list[Redaction]]:
+        """Streamed chunks, with a secret that runs across chunks redacted in every chunk
+        holding part of it (found in the joined text of each delta member). Paths are
+        those of ``{"chunks": [...]}``; the chunks are copied when anything changes."""
+        if not self.active or len(chunks) < 2:
+            return chunks, []
+        try:
+            redacted, changed = redact_chunks(chunks, lambda text: self._spans(text, known))
+        except Exception as exc:
+            internal_error("redacting streamed chunks", exc)
+            return [marker(FAILED_RULE)] * len(chunks), [Redaction("$.chunks", FAILED_RULE)]
+        found: list[Redaction] = []
+        for steps, rule in changed:
+            note(found, Redaction(format_path(("chunks", *steps)), rule))
+        return redacted, found
+
     def suspicious(self, text: str) -> bool:
-        """True when some rule might match in ``text`` (cheap; never False on a match)."""
-        if self._token_checks or self._forty:
-            data = text.encode("utf-8", "surrogatepass")
-            if _MIN_TOKEN_RUN in data.translate(_RUN_CLASSES):
-                for check in self._token_checks:
-                    if check in text if isinstance(check, str) else check.search(text):
-                        return True
-                if self._forty and _FORTY in data.translate(_B64_CLASSES):
-                    return True
-        low = text.lower()
-        for needle, follow in self._words:
-            at = low.find(needle)
-            while at != -1:
-                at += len(needle)
-                if follow.match(low, at):
-                    return True
-                at = low.find(needle, at)
-        if self._squeezed:
-            squeezed = low.encode("utf-8", "surrogatepass").translate(None, _SQUEEZE)
-            return any(needle in squeezed for needle in self._squeezed)
-        return False
+        """True when some rule might match in the JSON text ``text`` (cheap; never False
+        where a rule would match)."""
+        if self._scanner.suspicious(text):
+            return True
+        return bool(self._squeezed) and self._keys_in_json(text)
 
     def sensitive_key(self, name: str) -> bool:
         """True when a member named ``name`` has its value redacted."""
         if not self._keys:
             return False
-        return any(suffix in self._keys for suffix in _key_suffixes(name))
+        return any(suffix in self._keys for suffix in key_suffixes(name))
 
     # -- internals -------------------------------------------------------------------
+    def _keys_in_json(self, text: str) -> bool:
+        squeezed = text.lower().encode("utf-8", "surrogatepass").translate(None, _SQUEEZE)
+        return any(needle in squeezed for needle in self._squeezed)
+
     def _worth_walking(self, text: str, known: KnownSecrets | None) -> bool:
-        if known is not None and self._learn and known.found_in(text):
+        if known is not None and self._learn and known.found_in_json(text):
             return True
         return self.suspicious(text)
+
+    def _walk_root(self, value: JSON, run: _Pass) -> JSON:
+        redacted = self._walk(value, "$", run)
+        if run.learned and run.known is not None:
+            # A secret learned under a key also goes where the walk had already been
+            # ({"a_conn": "...Pwd=S3cret;", "password": "S3cret"}): walk once more.
+            again = _Pass([], run.known)
+            redacted = self._walk(redacted, "$", again)
+            for redaction in again.found:
+                note(run.found, redaction)
+        return redacted
 
     def _walk(self, value: JSON, path: str, run: _Pass) -> JSON:
         if isinstance(value, str):
@@ -522,8 +389,7 @@ class Redactor:
                 run.found.extend(Redaction(child, r.rule) for r in key_run.found)
                 if self.sensitive_key(name) and _worth_redacting(item):
                     run.found.append(Redaction(child, KEY_RULE))
-                    if run.known is not None and self._learn and isinstance(item, str):
-                        run.known.add(item)
+                    self._learn_all(item, run)
                     item = marker(KEY_RULE)
                 else:
                     item = self._walk(item, child, run)
@@ -542,6 +408,23 @@ class Redactor:
                 return marker(rule)
         return value
 
+    def _learn_all(self, value: JSON, run: _Pass) -> None:
+        """Remember every string and number of a value found under a sensitive key."""
+        if run.known is None or not self._learn:
+            return
+        if isinstance(value, dict):
+            for item in value.values():
+                self._learn_all(item, run)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                self._learn_all(item, run)
+        elif (
+            isinstance(value, str | int | float)
+            and not isinstance(value, bool)
+            and run.known.add(value)
+        ):
+            run.learned = True
+
     def _string(self, text: str, path: str, run: _Pass) -> str:
         if is_marker(text):
             return text
@@ -557,12 +440,28 @@ class Redactor:
             for secret in run.known.values():
                 if secret in text:
                     text = text.replace(secret, marker(KNOWN_RULE))
-                    _note(run.found, Redaction(path, KNOWN_RULE))
-        for pattern in self._patterns:
-            text = _substitute(pattern, text, path, run.found)
-        for pattern in self._user_patterns:
-            text = _substitute(pattern, text, path, run.found)
+                    note(run.found, Redaction(path, KNOWN_RULE))
+        text = self._scanner.redact(text, path, run.found, self._replacers)
+        if self._user_rules:
+            text = redact_plain(self._user_rules, text, path, run.found, self._user_replacers)
         return text
+
+    def _spans(self, text: str, known: KnownSecrets | None) -> list[tuple[int, int, str]]:
+        """Where secrets are in ``text`` (start, end, rule), each rule on the text as given."""
+        spans: list[tuple[int, int, str]] = []
+        if known is not None and self._learn:
+            for secret in known.values():
+                at = text.find(secret)
+                while at != -1:
+                    spans.append((at, at + len(secret), KNOWN_RULE))
+                    at = text.find(secret, at + 1)
+        for rule in (*self._rules, *self._user_rules):
+            for match in rule.find.finditer(text):
+                group = "secret" if "secret" in rule.find.groupindex else 0
+                if match.group(group) is None:
+                    group = 0
+                spans.append((*match.span(group), rule.name))
+        return spans
 
     def _ask_callback(self, path: str, value: Any) -> str | None:
         assert self.callback is not None
@@ -576,64 +475,7 @@ class Redactor:
         return rule if isinstance(rule, str) else CALLBACK_RULE
 
 
-def _substitute(pattern: _Pattern, text: str, path: str, found: list[Redaction]) -> str:
-    regex = pattern.find
-    if regex.search(text) is None:
-        return text
-    has_secret = "secret" in regex.groupindex
-    replacement = marker(pattern.name)
-    hits = 0
-
-    def replace(match: re.Match[str]) -> str:
-        nonlocal hits
-        hits += 1
-        if has_secret and match.group("secret") is not None:
-            # Keep what surrounds the secret ("Bearer ", "user:...@"): replace the group.
-            offset = match.start()
-            start, end = match.span("secret")
-            whole = match.group(0)
-            return whole[: start - offset] + replacement + whole[end - offset :]
-        return replacement
-
-    result = regex.sub(replace, text)
-    if hits:
-        _note(found, Redaction(path, pattern.name))
-    return result
-
-
-def _note(found: list[Redaction], redaction: Redaction) -> None:
-    if redaction not in found:
-        found.append(redaction)
-
-
-def _user_patterns(
-    patterns: Mapping[str, str | re.Pattern[str]] | Iterable[str | re.Pattern[str]],
-) -> list[_Pattern]:
-    if isinstance(patterns, str | re.Pattern):
-        patterns = (patterns,)
-    items = (
-        list(patterns.items())
-        if isinstance(patterns, Mapping)
-        else [(f"pattern_{i}", p) for i, p in enumerate(patterns, start=1)]
-    )
-    result = []
-    for name, pattern in items:
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"Redactor(patterns=...): rule names must be strings, got {name!r}")
-        try:
-            compiled = re.compile(pattern)
-        except (re.error, TypeError) as exc:
-            raise ConfigError(
-                f"Redactor(patterns=...): rule {name!r} is not a valid regular expression "
-                f"({exc}): {pattern!r}"
-            ) from None
-        if compiled.search("") is not None:
-            raise ConfigError(
-                f"Redactor(patterns=...): rule {name!r} matches the empty string, so it "
-                f"would redact everything: {compiled.pattern!r}"
-            )
-        result.append(_Pattern(name, compiled))
-    return result
+_SQUEEZE = bytes(b for b in range(256) if b not in b"abcdefghijklmnopqrstuvwxyz:")
 
 
 def _worth_redacting(value: JSON) -> bool:

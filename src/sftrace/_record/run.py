@@ -22,7 +22,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
 from sftrace._model import attributes as A
-from sftrace._model.serialize import canonical
+from sftrace._model.serialize import canonical, register_bytes_filter
 from sftrace._record import threads
 from sftrace._record.redaction import KnownSecrets, Redactor, current_redactor
 
@@ -149,6 +149,20 @@ def exit_run(run: ActiveRun, token: object = None) -> None:
     with _active_lock:
         if run in _active:
             _active.remove(run)
+
+
+def _redact_bytes(data: bytes) -> bytes:
+    """Bytes holding text are redacted before they are base64-encoded (where no rule
+    could see the secret any more), by the current run's rules and known secrets."""
+    run = current_run()
+    redactor = run.redactor if run is not None else current_redactor()
+    redacted, found = redactor.redact_bytes(data, known=run.known_secrets if run else None)
+    if found and run is not None:
+        run.note_redactions(0, [redaction.record("bytes") for redaction in found])
+    return redacted
+
+
+register_bytes_filter(_redact_bytes)
 
 
 def exception_type_name(exc: BaseException) -> tuple[str, bool]:

@@ -98,11 +98,12 @@ class RecordingSession:
         run = self._require_run("record_state_change")
         redactor, known = run.redactor, run.known_secrets
         key_text, key_found = redactor.redact_text(str(key), known=known)
+        # The key names the value: a sensitive one (``openai_api_key``) redacts it whole.
         before_json, before_found = redactor.redact_json(
-            dumps(before, serializer=self._serializer, what="state before"), known=known
+            dumps(before, serializer=self._serializer, what="state before"), known=known, key=key
         )
         after_json, after_found = redactor.redact_json(
-            dumps(after, serializer=self._serializer, what="state after"), known=known
+            dumps(after, serializer=self._serializer, what="state after"), known=known, key=key
         )
         run.note_redactions(
             0,

@@ -206,7 +206,8 @@ class StreamRecorder:
             except Exception as exc:
                 internal_error("summarizing a streamed response", exc)
                 found = {}
-            self.call.finish({"chunks": self.chunks, "complete": complete, **found, **self.extra})
+            chunks = self.call.redact_stream(self.chunks)
+            self.call.finish({"chunks": chunks, "complete": complete, **found, **self.extra})
 
     def fail(self, exc: BaseException) -> None:
         """The stream raised: record the failure and end the call's span."""

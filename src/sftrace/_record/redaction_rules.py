@@ -1,0 +1,393 @@
+"""The built-in redaction rules: sensitive key names and value patterns, with examples.
+
+Each value pattern is a :class:`Rule`: a regular expression and the literal
+``keywords`` that every match of it starts with (compared case-insensitively). The
+scanner (``redaction_scan``) finds those keywords in one scan and runs a rule's regex
+only where one of its keywords starts, so a rule's keywords must be right: a match that
+started anywhere else would be missed. ``examples`` are texts each rule must catch; the
+tests check, with arbitrary text around them, that the rule and the scanner agree.
+Rules without keywords have a ``shape`` instead (a run of characters of one length).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from sftrace._errors import ConfigError
+
+# --- key names --------------------------------------------------------------------
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+# Built-in sensitive key names, as words (matched against the trailing words of a key,
+# trailing numbers left out: ``password2`` and ``api_key_1`` match too).
+BUILTIN_KEYS: Final[tuple[str, ...]] = (
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "pwd",
+    "pin",
+    "secret",
+    "client secret",
+    "token",
+    "api key",
+    "access key",
+    "secret key",
+    "private key",
+    "authorization",
+    "cookie",
+    "credential",
+    "credentials",
+    "session id",
+)
+
+
+def key_words(name: str) -> list[str]:
+    """``"openaiApiKey"`` -> ``["openai", "api", "key"]`` (lowercase words of a key name)."""
+    return [word.lower() for word in _WORD.findall(name)]
+
+
+@functools.lru_cache(maxsize=4096)
+def key_suffixes(name: str) -> tuple[str, ...]:
+    """Every trailing run of words of ``name``, glued, trailing numbers left out:
+    ``x-api-key-2`` -> xapikey, apikey, key."""
+    words = key_words(name)
+    while len(words) > 1 and words[-1].isdigit():
+        words.pop()
+    return tuple("".join(words[i:]) for i in range(len(words)))
+
+
+def glued(name: str) -> str:
+    return "".join(key_words(name))
+
+
+def _name_in_text(name: str) -> str:
+    """A pattern for a key name written in free text: words joined by optional separators.
+
+    Names of three letters or fewer (``pin``, ``pwd``) must start a word, so that
+    ``spin: 3`` keeps its value.
+    """
+    words = key_words(name)
+    pattern = r"[-_. ]?".join(re.escape(word) for word in words)
+    return rf"(?<![A-Za-z]){pattern}" if len("".join(words)) <= 3 else pattern
+
+
+# --- value rules --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A value rule: ``find`` runs on strings; the group named ``secret`` is replaced when
+    it took part in the match, else the whole match.
+
+    ``keywords``: lowercase literals; every match starts with one of them (case folded).
+    ``shape``: for a rule without keywords, the length of the run of ``[A-Za-z0-9/+]``
+    characters that every match is exactly (the scanner finds such runs instead).
+    ``check``: called with the secret; a match it refuses is kept as it is.
+    """
+
+    name: str
+    find: re.Pattern[str]
+    keywords: tuple[str, ...] = ()
+    shape: int = 0
+    examples: tuple[str, ...] = ()
+    check: Callable[[str], bool] | None = None
+
+
+_TOKEN = r"[A-Za-z0-9_-]"
+_UNREDACTED = r"(?!(?:(?:bearer|basic|token)\s+)?\[REDACTED:)"
+# The value after "name=" or "--name ": quoted (whole, up to the closing quote, escapes
+# and spaces included) or a bare word.
+_VALUE = (
+    r"(?P<q>\\?[\"'])?" + _UNREDACTED + r"(?:(?:bearer|basic|token)\s+)?"
+    r"(?P<secret>(?(q)(?:(?!(?P=q))(?:\\.|[^\n\\]))+|[^\s\"',;&}\]]+))"
+)
+
+
+def _basic_credentials(secret: str) -> bool:
+    """``Basic`` credentials are base64 of ``user:password``."""
+    try:
+        decoded = base64.b64decode(secret + "=" * (-len(secret) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+_SPECS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
+    # (name, regex, keywords, examples)
+    (
+        "private_key",
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
+        r"(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|[\s\S]*)",
+        ("-----begin",),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD9\n"
+            "-----END RSA PRIVATE KEY-----",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",
+        ),
+    ),
+    # Real JWT headers are at least 19 characters ({"alg":"none"}).
+    (
+        "jwt",
+        rf"(?<![A-Za-z0-9_-])eyJ{_TOKEN}{{12,}}\.eyJ{_TOKEN}{{5,}}\.{_TOKEN}*",
+        ("eyj",),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r",),
+    ),
+    (
+        "anthropic_api_key",
+        rf"(?<![A-Za-z0-9_-])sk-ant-{_TOKEN}{{20,}}",
+        ("sk-ant-",),
+        ("sk-ant-api03-EXAMPLEexampleEXAMPLEexample0123456789",),
+    ),
+    (
+        "openai_api_key",
+        rf"(?<![A-Za-z0-9_-])sk-(?!ant-)(?:proj-|svcacct-|admin-)?{_TOKEN}{{20,}}",
+        ("sk-",),
+        ("sk-proj-EXAMPLEexample0123456789abcdefT3Bl", "sk-EXAMPLEexample0123456789abcdef"),
+    ),
+    (
+        "github_token",
+        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        ("ghp_EXAMPLEexample0123456789abcdefABCD", "github_pat_11EXAMPLE0example_0123456789"),
+    ),
+    (
+        "gitlab_token",
+        rf"(?<![A-Za-z0-9_-])glpat-{_TOKEN}{{20,}}",
+        ("glpat-",),
+        ("glpat-EXAMPLEexample012345",),
+    ),
+    (
+        "huggingface_token",
+        r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}",
+        ("hf_",),
+        ("hf_EXAMPLEexample0123456789abcdefABCD",),
+    ),
+    (
+        "aws_access_key_id",
+        r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])",
+        ("akia", "asia"),
+        ("AKIAIOSFODNN7EXAMPLE", "ASIAEXAMPLE012345678"),
+    ),
+    (
+        "slack_token",
+        r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}",
+        ("xox",),
+        ("xoxb-123456789012-1234567890123-EXAMPLEexample",),
+    ),
+    (
+        "slack_webhook",
+        r"(?<![A-Za-z0-9.-])hooks\.slack\.com/(?:services|workflows|triggers)/"
+        r"(?P<secret>(?!\[REDACTED:)[A-Za-z0-9_/-]{16,})",
+        ("hooks.slack.com/",),
+        ("https://hooks.slack.com/services/T0EXAMPLE/B0EXAMPLE/EXAMPLEexample0123",),
+    ),
+    (
+        "google_api_key",
+        r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}",
+        ("aiza",),
+        ("AIzaSyEXAMPLEexample0123456789abcdefghi",),
+    ),
+    (
+        "google_oauth_token",
+        rf"(?<![A-Za-z0-9_-])ya29\.{_TOKEN}{{20,}}",
+        ("ya29.",),
+        ("ya29.a0EXAMPLEexample0123456789abc",),
+    ),
+    (
+        "stripe_key",
+        r"(?<![A-Za-z0-9])(?:(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}|whsec_[A-Za-z0-9]{24,})",
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
+        ("sk_live_EXAMPLEexample0123", "whsec_EXAMPLEexample0123456789ab"),
+    ),
+    (
+        "sendgrid_api_key",
+        r"(?<![A-Za-z0-9_.-])SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}",
+        ("sg.",),
+        ("SG.EXAMPLEexample012345.EXAMPLEexample0123456789abcdefghijklmnopq",),
+    ),
+    (
+        "npm_token",
+        r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])",
+        ("npm_",),
+        ("npm_EXAMPLEexample0123456789abcdefABCDEF",),
+    ),
+    (
+        "azure_storage_key",
+        r"(?i)(?<![A-Za-z0-9])AccountKey=(?P<secret>(?!\[REDACTED:)[A-Za-z0-9+/]{20,}={0,2})",
+        ("accountkey=",),
+        ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=EXAMPLE+example/0123456789==",),
+    ),
+    (
+        "azure_sas_signature",
+        r"(?i)(?<![A-Za-z0-9_])sig=(?P<secret>(?!\[REDACTED:)[A-Za-z0-9%+/]{16,}(?:%3D|=){0,2})",
+        ("sig=",),
+        ("https://x.blob.core.windows.net/c?sv=2022-11-02&sig=EXAMPLE%2Bexample0123%3D",),
+    ),
+    (
+        # An HTTP header line carrying credentials: the whole header value goes.
+        # (Proxy-Authorization and Set-Cookie end with the same words.)
+        "http_credentials",
+        r"(?i)(?<![A-Za-z0-9])(?:authorization|cookie)[ \t]*:[ \t]*"
+        r"(?P<secret>(?!\[REDACTED:)[^\r\n\"]+)",
+        ("authorization", "cookie"),
+        ("Authorization: Digest username=x", "Set-Cookie: sid=EXAMPLE; Path=/"),
+    ),
+    (
+        # scheme://user:password@host (the user may be empty: redis://:password@host).
+        "url_credentials",
+        r"(?i)(?<=[a-z0-9+.-])://[^\s/:@?#\"]*:(?P<secret>(?!\[REDACTED:)[^\s/@?#\"]+)@",
+        ("://",),
+        ("postgres://admin:EXAMPLEpass@db:5432/app", "redis://:EXAMPLEpass@cache:6379"),
+    ),
+    (
+        "bearer_token",
+        r"(?i)(?<![A-Za-z0-9])bearer\s+(?P<secret>(?=[A-Za-z0-9._~+/=-]*[0-9])"
+        r"[A-Za-z0-9._~+/=-]{8,})",
+        ("bearer",),
+        ("Bearer EXAMPLE0123example", "bearer\tEXAMPLE0123example"),
+    ),
+    (
+        # Basic credentials wherever they appear (header lists, logs): base64 of user:pass.
+        "basic_credentials",
+        r"(?i)(?<![A-Za-z0-9])basic\s+(?P<secret>(?!\[REDACTED:)[A-Za-z0-9+/]{4,}={0,2})"
+        r"(?![A-Za-z0-9+/=])",
+        ("basic",),
+        ("Basic dXNlcjpFWEFNUExF", '["Authorization", "Basic dXNlcjpFWEFNUExF"]'),
+    ),
+    (
+        # Passwords on command lines: --password VALUE (--password=VALUE is an assignment).
+        "cli_password",
+        r"(?i)(?<=--)(?<![A-Za-z0-9_-]--)(?:password|passwd|pass|pwd|token|secret|api-key)"
+        r"[ \t]+" + _VALUE,
+        ("password", "passwd", "pass", "pwd", "token", "secret", "api-key"),
+        ("mysqldump --password EXAMPLEpass db", "tool --token 'EXAMPLE token'"),
+    ),
+    (
+        "cli_password",
+        r"(?<![A-Za-z0-9_-])(?i:mysql(?:dump|admin)?|mariadb)(?![A-Za-z0-9_-])[^\n]*?"
+        r"[ \t]-p(?P<secret>(?!\[REDACTED:)[^\s'\"-][^\s'\"]*)",
+        ("mysql", "mariadb"),
+        ("mysql -u root -pEXAMPLEpass app",),
+    ),
+    (
+        "cli_password",
+        r"(?i)(?<![A-Za-z0-9_-])sshpass[ \t]+-p[ \t]*(?P<secret>(?!\[REDACTED:)[^\s'\"]+)",
+        ("sshpass",),
+        ("sshpass -p EXAMPLEpass ssh host",),
+    ),
+    (
+        "cli_password",
+        r"(?<![A-Za-z0-9_-])(?i:curl)(?![A-Za-z0-9_-])[^\n]*?[ \t](?:-u|-U|--user|--proxy-user)"
+        r"(?:[ \t]+|=)?[\"']?[^\s:'\"]*:(?P<secret>(?!\[REDACTED:)[^\s'\"]+)",
+        ("curl",),
+        ("curl -u admin:EXAMPLEpass https://api.example.com",),
+    ),
+)
+
+# The rule that finds "name: value" / "name=value" text, built from the key names.
+ASSIGNMENT: Final = "secret_assignment"
+# 40 characters of base64 mixing upper case, lower case and digits, alone.
+AWS_SECRET: Final = "aws_secret_access_key"
+_AWS_SECRET_FIND = (
+    r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])"
+    r"(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
+)
+_CHECKS: Final[dict[str, Callable[[str], bool]]] = {"basic_credentials": _basic_credentials}
+
+BUILTIN_PATTERN_NAMES: Final[tuple[str, ...]] = (
+    *dict.fromkeys(name for name, _, _, _ in _SPECS),
+    ASSIGNMENT,
+    AWS_SECRET,
+)
+
+
+def assignment_rule(names: Iterable[str]) -> Rule:
+    """A sensitive name in free text (a number after it allowed: ``api_key_2``) followed
+    by ':' or '=' (env dumps, query strings, logs, JSON embedded in a string): the value
+    after it goes."""
+    unique = sorted({_name_in_text(name) for name in names}, key=len, reverse=True)
+    keywords = tuple(sorted({key_words(name)[0] for name in names}))
+    find = (
+        rf"(?i)(?:{'|'.join(unique)})(?:[-_]?[0-9]+)?(?![A-Za-z0-9])"
+        rf"(?:\\?[\"'])?[ \t]*[:=][ \t]*{_VALUE}"
+    )
+    return Rule(
+        ASSIGNMENT,
+        re.compile(find),
+        keywords,
+        examples=(
+            'password="correct horse battery staple"',
+            "password\t: EXAMPLE",
+            "Server=db;Uid=app;Pwd=EXAMPLE;",
+            "OPENAI_API_KEY=EXAMPLE",
+            '{"client_secret": "EXAMPLE"}',
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_fixed() -> tuple[Rule, ...]:
+    return tuple(
+        Rule(name, re.compile(find), keywords, examples=examples, check=_CHECKS.get(name))
+        for name, find, keywords, examples in _SPECS
+    )
+
+
+def aws_secret_rule() -> Rule:
+    return Rule(
+        AWS_SECRET,
+        re.compile(_AWS_SECRET_FIND),
+        shape=40,
+        examples=("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",),
+    )
+
+
+def builtin_rules(names_in_text: Iterable[str], enabled: Iterable[str]) -> list[Rule]:
+    """The built-in value rules switched on in ``enabled``, in the order they apply."""
+    on = set(enabled)
+    names = list(names_in_text)
+    rules = [rule for rule in _builtin_fixed() if rule.name in on]
+    if ASSIGNMENT in on and names:
+        rules.append(assignment_rule(names))
+    if AWS_SECRET in on:
+        rules.append(aws_secret_rule())
+    return rules
+
+
+def user_rules(
+    patterns: Mapping[str, str | re.Pattern[str]] | Iterable[str | re.Pattern[str]],
+) -> list[Rule]:
+    if isinstance(patterns, str | re.Pattern):
+        patterns = (patterns,)
+    items = (
+        list(patterns.items())
+        if isinstance(patterns, Mapping)
+        else [(f"pattern_{i}", p) for i, p in enumerate(patterns, start=1)]
+    )
+    """The rules of ``Redactor(patterns=...)``, checked (ConfigError when one is wrong)."""
+    result = []
+    for name, pattern in items:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"Redactor(patterns=...): rule names must be strings, got {name!r}")
+        try:
+            compiled = re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise ConfigError(
+                f"Redactor(patterns=...): rule {name!r} is not a valid regular expression "
+                f"({exc}): {pattern!r}"
+            ) from None
+        if compiled.search("") is not None:
+            raise ConfigError(
+                f"Redactor(patterns=...): rule {name!r} matches the empty string, so it "
+                f"would redact everything: {compiled.pattern!r}"
+            )
+        result.append(Rule(name, compiled))
+    return result
