@@ -68,6 +68,8 @@ if _typing.TYPE_CHECKING:
         diff,
     )
     from sftrace._regress.expectations import ArgumentsExpectation, Expectations, load_expectations
+    from sftrace._regress.migrate_suite import MigratedSuite, migrate_suite
+    from sftrace._regress.peers import import_peer_runs
     from sftrace._regress.suite import CaseResult, Suite, SuiteCase, load_suite
     from sftrace._replay.controller import MatchedCall
     from sftrace._replay.processor import ReplaySpanProcessor
@@ -109,6 +111,9 @@ _LAZY: dict[str, str] = {
     "ArgumentsExpectation": "_regress.expectations",
     "Expectations": "_regress.expectations",
     "load_expectations": "_regress.expectations",
+    "MigratedSuite": "_regress.migrate_suite",
+    "migrate_suite": "_regress.migrate_suite",
+    "import_peer_runs": "_regress.peers",
     "BundleSpanExporter": "_export.bundle_exporter",
     "ImportResult": "_export.interchange",
     "ImportedRun": "_export.interchange",
@@ -161,6 +166,7 @@ __all__ = [
     "Manifest",
     "MatchMode",
     "MatchedCall",
+    "MigratedSuite",
     "PushResult",
     "RecordedDependencyError",
     "RecordingSession",
@@ -191,10 +197,12 @@ __all__ = [
     "configure",
     "diff",
     "import_otlp_files",
+    "import_peer_runs",
     "llm_request",
     "load_bundle",
     "load_expectations",
     "load_suite",
+    "migrate_suite",
     "push_bundles",
     "record",
     "recover_bundle",

@@ -11,6 +11,22 @@ FORMAT_VERSION: Final = 1
 SUPPORTED_VERSIONS: Final = frozenset({1})
 
 BUNDLE_SUFFIX: Final = ".sftrace"
+# Other tools' bundles that also end in .sftrace: their manifest's "format" -> the
+# `sftrace import --from` source that converts them.
+FOREIGN_FORMATS: Final = {"stepfork": "stepfork"}
+
+
+def not_a_bundle_message(display: str, found: object) -> str:
+    """What to say of a manifest whose ``format`` is ``found``, not sftrace's."""
+    if isinstance(found, str) and found in FOREIGN_FORMATS:
+        source = FOREIGN_FORMATS[found]
+        return (
+            f"{display}: this is a {found} bundle, not an sftrace one; convert it with "
+            f"`sftrace import --from {source} BUNDLE... -o DIR` (see docs/migrating.md)"
+        )
+    return f"{display}: not an sftrace bundle manifest (format={found!r}, expected {FORMAT_NAME!r})"
+
+
 MANIFEST_FILE: Final = "manifest.json"
 SPANS_FILE: Final = "spans.jsonl"
 CHECKSUMS_FILE: Final = "checksums.sha256"

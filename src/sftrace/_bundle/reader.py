@@ -37,6 +37,7 @@ from sftrace._bundle.format import (
     MAX_SPANS_BYTES,
     SPANS_FILE,
     SUPPORTED_VERSIONS,
+    not_a_bundle_message,
 )
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
@@ -482,11 +483,7 @@ def validated_manifest(raw: Any, display: str) -> Manifest:
             f"{display}: expected a JSON object, got {type(raw).__name__}", path=display
         )
     if raw.get("format") != FORMAT_NAME:
-        raise BundleError(
-            f"{display}: not an sftrace bundle manifest (format={raw.get('format')!r}, "
-            f"expected {FORMAT_NAME!r})",
-            path=display,
-        )
+        raise BundleError(not_a_bundle_message(display, raw.get("format")), path=display)
     version = raw.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise BundleError(

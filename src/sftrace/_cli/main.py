@@ -25,6 +25,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "regress",
     "view",
     "otlp",
+    "migrate",
     "safety",
 )
 

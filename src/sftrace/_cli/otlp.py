@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, bad_input_policy
+from sftrace._cli.migrate import PEER_SOURCES, import_peers
 from sftrace._export.interchange import exporter_logs_silenced, import_otlp_files, push_bundles
 from sftrace._export.otlp import PROTOCOLS
 
@@ -89,12 +90,25 @@ def push_command(
     help="Directory to write the bundles to (created if missing).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace bundles that already exist.")
-def import_command(files: tuple[Path, ...], output: Path, overwrite: bool) -> None:
-    """Turn the collector's file-exporter output (OTLP/JSON lines) into bundles, one per run.
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(("otlp", *PEER_SOURCES)),
+    default="otlp",
+    show_default=True,
+    help="What FILES are: the collector's OTLP/JSON output, stepfork .sftrace bundles, "
+    "or agenttrace-vcr recordings (JSON).",
+)
+def import_command(files: tuple[Path, ...], output: Path, overwrite: bool, source: str) -> None:
+    """Turn the collector's file-exporter output (OTLP/JSON lines), or another tool's
+    recordings (--from stepfork|agenttrace), into bundles, one per run.
 
     Exit status: 0 when every run found was written, 1 when some were skipped (the reason
-    is printed), 2 when a file cannot be read or holds no sftrace run.
+    is printed), 2 when a file cannot be read or holds no run (nothing is written then).
     """
+    if source != "otlp":
+        import_peers(source, files, output, overwrite)
+        return
     with bad_input_policy():
         result = import_otlp_files(files, output=output, overwrite=overwrite)
     for run in result.runs:
