@@ -7,18 +7,23 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner, Result
 
 import sftrace
 from sftrace._cli.main import cli
+from sftrace._cli.regress import register as register_regress
+from sftrace._cli.replay import register as register_replay
 from sftrace._cli.view import register
 from sftrace._view.data import Values, script_json, text_window
 from sftrace._view.render import render_html
 from view_helpers import HOSTILE_ERROR, HOSTILE_NAME, HOSTILE_OUTPUT, HOSTILE_TEXT, record_hostile
 
 register(cli)
+register_regress(cli)
+register_replay(cli)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 REFUND_BUNDLES = EXAMPLES / "refund_agent" / "bundles"
@@ -223,3 +228,74 @@ def test_view_of_a_missing_bundle_is_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("sftrace: error: bundle not found")
     assert not (tmp_path / "nope.html").exists()
+
+
+# --- replays, diff --html, test --html ---------------------------------------------------
+
+REFUND_DIR = EXAMPLES / "refund_agent"
+
+
+@pytest.fixture
+def refund_agent(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.syspath_prepend(str(REFUND_DIR))
+    return "refund_agent_fixed:handle"
+
+
+def test_replay_page_marks_each_call_with_the_replays_action(refund_agent: str) -> None:
+    """Recorded and replayed calls side by side; each recorded call carries what the replay
+    did with it (an unreached one is 'unused'); run-level findings stay on the run row."""
+    result = sftrace.replay_run(OUTSIDE, refund_agent)
+    payload, _ = page_data(render_html(result))
+    rows = payload["rows"]
+    assert [row.get("act") for row in rows] == [None, "substituted", "substituted", "unused"]
+    assert "tier" not in json.dumps(rows)  # no match tier unless the replay gives one
+    missing = rows[3]
+    assert missing["st"] == "missing"
+    assert {payload["findings"][i]["code"] for i in missing["f"]} == {"MISSING_CALL"}
+    run_codes = {payload["findings"][i]["code"] for i in rows[0]["f"]}
+    assert "OUTPUT_VALUE_CHANGED" in run_codes
+    assert payload["facts"]["replay status"] == "completed"
+
+
+def test_replay_page_shows_a_match_tier_when_the_replay_has_one(refund_agent: str) -> None:
+    result = sftrace.replay_run(OUTSIDE, refund_agent)
+    result.matched = [
+        SimpleNamespace(number=m.number, recorded=m.recorded, action=m.action, tier="exact")
+        for m in result.matched
+    ]
+    payload, _ = page_data(render_html(result))
+    assert [row.get("tier") for row in payload["rows"][1:3]] == ["exact", "exact"]
+
+
+def test_diff_html_writes_the_comparison_after_the_report(tmp_path: Path) -> None:
+    result = invoke("diff", INSIDE, OUTSIDE, "--html", tmp_path / "diff.html")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("FAIL: ")
+    assert result.stdout.endswith(f"wrote {tmp_path / 'diff.html'}\n")
+    payload, _ = page_data((tmp_path / "diff.html").read_text())
+    assert payload["summary"] == sftrace.diff(INSIDE, OUTSIDE).summary()
+    as_json = invoke("diff", INSIDE, OUTSIDE, "--json", "--html", tmp_path / "d.html")
+    json.loads(as_json.stdout)  # stdout stays one JSON document
+    assert as_json.stderr == f"wrote {tmp_path / 'd.html'}\n"
+
+
+def test_replay_html_writes_the_replay_page(tmp_path: Path, refund_agent: str) -> None:
+    page = tmp_path / "replay.html"
+    result = invoke("replay", OUTSIDE, "-e", refund_agent, "--html", page)
+    assert result.exit_code == 1  # the fixed agent no longer refunds: behaviour changed
+    assert result.stdout.endswith(f"wrote {page}\n")
+    payload, _ = page_data(page.read_text())
+    assert payload["facts"]["entrypoint"] == refund_agent
+    assert payload["facts"]["verdict"] == "incomplete"
+
+
+def test_test_html_writes_one_page_per_case_and_an_index(tmp_path: Path) -> None:
+    result = invoke("test", REFUND_DIR, "--html", tmp_path / "report")
+    assert result.exit_code == 0, result.output
+    index, _ = page_data((tmp_path / "report" / "index.html").read_text())
+    assert [case["outcome"] for case in index["cases"]] == ["passed", "passed"]
+    for case in index["cases"]:
+        page, _ = page_data((tmp_path / "report" / case["href"]).read_text())
+        assert page["page"] == "compare"
+        assert page["facts"]["case"] == case["id"]
+    assert "wrote" in result.stdout

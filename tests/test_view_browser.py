@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+import sftrace
 from sftrace._view.render import render_html
 from view_helpers import (
     HOSTILE_NAME,
@@ -144,3 +145,46 @@ def test_a_run_of_100000_calls_renders_only_what_is_in_view(
         assert loaded.dom_nodes() < MAX_NODES_AT_LOAD
         assert loaded.errors == []
         assert loaded.network() == []
+
+
+def test_replay_view_shows_each_calls_action(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES / "refund_agent"))
+    result = sftrace.replay_run(OUTSIDE, "refund_agent_fixed:handle")
+    path = write_page(tmp_path / "replay.html", render_html(result))
+    with open_page(browser, path) as loaded:
+        page = loaded.page
+        badges = page.locator(".vp .row > .badge").all_inner_texts()
+        assert badges == ["substituted", "substituted", "unused"]
+        page.locator(".vp .row", has_text="lookup_order").click()
+        replayed = page.locator(".right .cols > div").nth(1)
+        assert "substituted" in replayed.locator("h2").inner_text()
+        assert '"order_id": "A-1001"' in replayed.inner_text()
+        assert loaded.errors == []
+        assert loaded.network() == []
+
+
+def test_suite_index_links_to_each_case_page(browser: Any, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sftrace._cli.main import cli
+    from sftrace._cli.regress import register
+
+    register(cli)
+    report = tmp_path / "report"
+    ran = CliRunner().invoke(cli, ["test", str(EXAMPLES / "refund_agent"), "--html", str(report)])
+    assert ran.exit_code == 0, ran.output
+    with open_page(browser, report / "index.html") as loaded:
+        page = loaded.page
+        links = page.locator("table.cases a")
+        assert links.count() == 2
+        assert loaded.network() == []
+        links.first.click()
+        page.wait_for_selector("html[data-ready='1']")
+        assert page.url.startswith((report.resolve()).as_uri() + "/001-")
+        assert "refund outside the 30-day window" in page.locator("header").inner_text()
+        page.locator(".vp .row", has_text="support-1").click()
+        assert "My headphones stopped working" in page.locator(".right").inner_text()
+        assert all(url.startswith(report.resolve().as_uri()) for url in loaded.requests)
+        assert loaded.errors == []

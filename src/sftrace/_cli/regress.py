@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
+from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
+from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
 from sftrace._regress.compare import ComparisonPolicy, Report, Severity, diff
 from sftrace._regress.pytest_export import export_pytest
@@ -28,6 +30,7 @@ from sftrace._regress.suite import (
     load_suite,
     summary_line,
 )
+from sftrace._view.render import render_comparison
 
 _SEVERITY_STYLES = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
 _OUTCOME_STYLES = {"passed": "bold green", "failed": "bold red", "error": "bold magenta"}
@@ -77,12 +80,14 @@ def _dump_json(document: object) -> None:
     metavar="CODE=LEVEL",
     help="Override a finding's severity (error, warning or info). Repeatable.",
 )
+@html_option("Also write the comparison as a self-contained HTML page.")
 def diff_command(
     baseline: Path,
     candidate: Path,
     as_json: bool,
     ignore: tuple[str, ...],
     severity: tuple[str, ...],
+    html_path: Path | None,
 ) -> None:
     """Compare the behaviour of two recorded runs (BASELINE and CANDIDATE bundles).
 
@@ -90,11 +95,15 @@ def diff_command(
     when equivalent (no error finding), 1 when behaviour changed, 2 on bad input.
     """
     with bad_input_policy():
-        report = diff(baseline, candidate, policy=_policy(ignore, severity))
+        policy = _policy(ignore, severity)
+        runs = (load_bundle(baseline), load_bundle(candidate))
+        report = diff(*runs, policy=policy)
     if as_json:
         _dump_json(report.to_dict())
     else:
         print_report(Console(highlight=False, soft_wrap=True), report)
+    if html_path is not None:
+        finish_page(html_path, render_comparison(*runs, report=report), err=as_json)
     raise click.exceptions.Exit(EXIT_OK if report.passed else EXIT_CHANGED)
 
 
@@ -129,8 +138,15 @@ def print_report(console: Console, report: Report, *, indent: str = "") -> None:
     metavar="MODULE:FUNCTION",
     help="Run every case against this entrypoint instead of the suites' own.",
 )
+@html_option(
+    "Also write one HTML page per case and an index.html into this directory.", directory=True
+)
 def test_command(
-    suites: tuple[Path, ...], junit_path: Path | None, as_json: bool, entrypoint: str | None
+    suites: tuple[Path, ...],
+    junit_path: Path | None,
+    as_json: bool,
+    entrypoint: str | None,
+    html_path: Path | None,
 ) -> None:
     """Run regression suites (*.sftrace-suite.toml files; default: search the working
     directory).
@@ -165,6 +181,8 @@ def test_command(
         with bad_input_policy():
             junit_path.parent.mkdir(parents=True, exist_ok=True)
             junit_xml(results).write(junit_path, encoding="utf-8", xml_declaration=True)
+    if html_path is not None:
+        write_suite_pages(html_path, results, err=as_json)
     if as_json:
         _dump_json(
             {

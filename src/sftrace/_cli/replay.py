@@ -21,12 +21,14 @@ from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, Call
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
+from sftrace._cli.view import finish_page, html_option
 from sftrace._errors import SftraceError
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import to_json
 from sftrace._record.run import exception_type_name
 from sftrace._replay.options import ReplayOptions
 from sftrace._replay.run import ReplayResult, resolve_entrypoint, run_replay
+from sftrace._view.render import render_replay
 
 PREVIEW_CHARS = 100
 
@@ -104,6 +106,7 @@ def register(group: click.Group) -> None:
     is_flag=True,
     help="Print a JSON document (the agent's own prints go to stderr).",
 )
+@html_option("Also write the replay as a self-contained HTML page.")
 def replay_command(
     bundle: Path,
     entrypoint: str,
@@ -115,6 +118,7 @@ def replay_command(
     overwrite: bool,
     limit: int,
     as_json: bool,
+    html_path: Path | None,
 ) -> None:
     """Replay a recorded run: call the agent's entrypoint with every instrumented call
     answered from BUNDLE, and say whether the recorded behaviour came back."""
@@ -149,6 +153,9 @@ def replay_command(
         _print_report(
             result, entrypoint=entrypoint, mode=mode, match=match, verdict=verdict, limit=limit
         )
+    if html_path is not None:
+        facts = {"entrypoint": entrypoint, "mode": mode, "match": match, "verdict": verdict}
+        finish_page(html_path, render_replay(result, facts=facts), err=as_json)
     raise click.exceptions.Exit(EXIT_OK if verdict == "reproduced" else EXIT_CHANGED)
 
 

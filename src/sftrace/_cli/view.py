@@ -5,18 +5,57 @@ Exit codes: 0 the page was written; 2 bad input (unreadable bundle, unwritable p
 
 from __future__ import annotations
 
+import re
 import webbrowser
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import bad_input_policy
-from sftrace._view.render import render_comparison, render_run, write_html
+from sftrace._regress.suite import CaseResult
+from sftrace._view.render import (
+    render_case,
+    render_comparison,
+    render_index,
+    render_run,
+    write_html,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def register(group: click.Group) -> None:
     group.add_command(view_command)
+
+
+def html_option(help_text: str, *, directory: bool = False) -> Callable[[F], F]:
+    """The ``--html`` option of ``diff``, ``replay`` and ``test``."""
+    return click.option(
+        "--html",
+        "html_path",
+        type=click.Path(path_type=Path, dir_okay=directory, file_okay=not directory),
+        metavar="DIR" if directory else "FILE",
+        help=help_text,
+    )
+
+
+def write_suite_pages(directory: Path, results: Sequence[CaseResult], *, err: bool) -> None:
+    """One page per case and ``index.html`` linking them, in ``directory``."""
+    entries: list[tuple[CaseResult, str]] = []
+    with bad_input_policy():
+        for number, result in enumerate(results, start=1):
+            name = f"{number:03d}-{_slug(result.id)}.html"
+            write_html(directory / name, render_case(result))
+            entries.append((result, name))
+        index = write_html(directory / "index.html", render_index("sftrace test", entries))
+    click.echo(f"wrote {index} ({len(entries)} case pages)", err=err)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:80] or "case"
 
 
 def default_page_path(bundle: Path, other: Path | None = None) -> Path:
@@ -29,11 +68,12 @@ def default_page_path(bundle: Path, other: Path | None = None) -> Path:
     return other.with_name(f"{name}-vs-{other_name}.html")
 
 
-def finish_page(path: Path, page: str, *, open_it: bool = False) -> None:
-    """Write the page, print its path, and open it in a browser when asked."""
+def finish_page(path: Path, page: str, *, open_it: bool = False, err: bool = False) -> None:
+    """Write the page, print its path (on stderr with ``err``, when stdout carries a JSON
+    document), and open it in a browser when asked."""
     with bad_input_policy():
         written = write_html(path, page)
-    click.echo(f"wrote {written}")
+    click.echo(f"wrote {written}", err=err)
     if open_it:
         webbrowser.open(written.resolve().as_uri())
 

@@ -407,8 +407,10 @@ def build_compare(
         b_number = aligned.baseline.number if aligned.baseline else None
         c_number = aligned.candidate.number if aligned.candidate else None
         where[(b_number, c_number)] = len(rows)
-        where.setdefault((b_number, None), len(rows))
-        where.setdefault((None, c_number), len(rows))
+        if b_number is not None:
+            where.setdefault((b_number, None), len(rows))
+        if c_number is not None:
+            where.setdefault((None, c_number), len(rows))
         rows.append(row)
     findings = []
     for index, finding in enumerate(report.findings):
