@@ -18,7 +18,6 @@ from sftrace import (
     Call,
     ConfigError,
     IncompleteReplayError,
-    RecordedDependencyError,
     ReplayExhaustedError,
     ReplayMismatchError,
     ReplayPolicyError,
@@ -142,13 +141,14 @@ def test_recorded_builtin_exception_is_raised_again(tmp_path: Path) -> None:
     assert session.divergence is None
 
 
-def test_recorded_custom_exception_becomes_recorded_dependency_error(tmp_path: Path) -> None:
-    """Non-builtin exceptions replay as RecordedDependencyError carrying type and message."""
+def test_recorded_custom_exception_is_raised_again_as_its_class(tmp_path: Path) -> None:
+    """A non-builtin exception whose class is imported replays as that class."""
     bundle = recorded(tmp_path / "d.sftrace", lambda: agents.charge(3.0))
-    with replay(bundle), pytest.raises(RecordedDependencyError) as caught:
+    with replay(bundle) as session, pytest.raises(agents.PaymentDeclined) as caught:
         agents.charge(3.0)
-    assert caught.value.type_name == "sample_agents.PaymentDeclined"
-    assert caught.value.recorded_message == "card declined for 3.0"
+    assert caught.value.args == ("card declined for 3.0",)
+    assert session.divergence is None
+    assert agents.EXECUTED == []
 
 
 def test_unordered_match_answers_calls_in_any_order(tmp_path: Path) -> None:

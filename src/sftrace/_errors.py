@@ -12,7 +12,8 @@
         ├── ReplayExhaustedError                a call after every recorded call was used
         ├── ReplayPolicyError                   a call its policy or mode refuses
         ├── IncompleteReplayError               recorded calls were never reached
-        └── RecordedDependencyError             a recorded non-builtin exception, replayed
+        └── RecordedDependencyError             a recorded failure whose class can't be rebuilt
+            └── RecordedInterruption            a recorded KeyboardInterrupt, SystemExit...
 
 Catch ``SftraceError`` to catch anything of this library.
 """
@@ -113,13 +114,25 @@ class IncompleteReplayError(ReplayError):
 
 
 class RecordedDependencyError(ReplayError):
-    """A recorded call failed with an exception that is not a builtin.
+    """A recorded call failed with an exception the replay cannot rebuild.
 
-    The replay cannot rebuild that exception type, so it raises this error carrying the
-    recorded ``type_name`` and ``recorded_message``.
+    A replayed failure is raised as the recorded class when that class is reachable in an
+    already imported module (an SDK's own error through its integration); otherwise as
+    this error, carrying the recorded ``type_name`` and ``recorded_message``. Either way
+    it is the recorded failure coming back, not a divergence.
     """
 
     def __init__(self, type_name: str, recorded_message: str) -> None:
         super().__init__(f"{type_name}: {recorded_message}")
         self.type_name = type_name
         self.recorded_message = recorded_message
+
+
+class RecordedInterruption(RecordedDependencyError):
+    """A recorded ``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit`` (or another
+    exception outside ``Exception``), replayed as an ``Exception``.
+
+    Raising the recorded interruption itself would stop the process replaying it (a
+    test session, say); this error fails the replayed run instead. A recorded
+    ``asyncio.CancelledError`` still replays as ``CancelledError``.
+    """

@@ -13,7 +13,15 @@ from anthropic.resources.messages import Messages
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from roundtrip import record_then_replay
 
-from sftrace import ConfigError, ReplayMismatchError, load_bundle, record, replay, trace_tool
+from sftrace import (
+    ConfigError,
+    ReplayMismatchError,
+    load_bundle,
+    record,
+    replay,
+    replay_run,
+    trace_tool,
+)
 from sftrace.integrations.anthropic import instrument, instrument_all, uninstrument_all
 
 MODEL = "claude-test-1"
@@ -234,3 +242,23 @@ def test_not_a_client_is_a_config_error() -> None:
     """instrument() names what it expected."""
     with pytest.raises(ConfigError, match=r"anthropic\.Anthropic"):
         instrument(object())
+
+
+def test_recorded_api_error_is_raised_again_as_the_sdk_error(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """An HTTP 429 recorded as the call's outcome replays as anthropic.RateLimitError with
+    its status code and body, without a request, and counts as the reproduced failure."""
+    body = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+    api.reply_json(body, status=429)
+    llm = client(api)
+    path = tmp_path / "run.sftrace"
+    with pytest.raises(anthropic.RateLimitError) as recorded, record("agent", output=path):
+        llm.messages.create(**REQUEST)
+    api.offline()
+    with replay(path), pytest.raises(anthropic.RateLimitError) as raised:
+        llm.messages.create(**REQUEST)
+    assert (raised.value.status_code, raised.value.body) == (429, recorded.value.body)
+    result = replay_run(path, lambda: llm.messages.create(**REQUEST))
+    assert (result.status, result.reproduced_failure, result.divergence) == ("failed", True, None)
+    assert api.refused == []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,11 +20,12 @@ from roundtrip import record_then_replay
 
 from sftrace import (
     ConfigError,
-    RecordedDependencyError,
     ReplayMismatchError,
+    compare,
     load_bundle,
     record,
     replay,
+    replay_run,
     trace_tool,
 )
 from sftrace._model.jsondiff import MISSING
@@ -385,21 +388,91 @@ def test_outside_a_recording_the_client_is_untouched(
     assert spans.get_finished_spans() == ()
 
 
-def test_recorded_api_error_is_raised_again_on_replay(tmp_path: Path, api: fake.FakeAPI) -> None:
-    """An API error recorded as the call's outcome is raised in replay, without a request."""
-    api.reply_json(
-        {"error": {"message": "context too long", "type": "invalid_request_error"}}, status=400
-    )
+BAD_REQUEST = {"error": {"message": "context too long", "type": "invalid_request_error"}}
+
+
+def test_recorded_api_error_is_raised_again_as_the_sdk_error(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """An HTTP 400 recorded as the call's outcome is raised in replay as the SDK's own
+    BadRequestError, with its status code and body, without a request."""
+    api.reply_json(BAD_REQUEST, status=400)
+    llm = client(api)
+    path = tmp_path / "run.sftrace"
+    with pytest.raises(openai.BadRequestError) as recorded, record("agent", output=path):
+        llm.chat.completions.create(**CHAT_REQUEST)
+    error = load_bundle(path).calls[0].error
+    assert error is not None
+    assert (error.type, error.status_code) == ("openai.BadRequestError", 400)
+    assert json.loads(error.body_json or "null") == recorded.value.body
+    api.offline()
+    with replay(path), pytest.raises(openai.BadRequestError) as raised:
+        llm.chat.completions.create(**CHAT_REQUEST)
+    assert raised.value.status_code == 400
+    assert raised.value.body == recorded.value.body
+    assert str(raised.value) == str(recorded.value)
+    assert raised.value.response.status_code == 400
+    assert api.refused == []
+
+
+def answer_or_apologize(llm: Any) -> str:
+    """An agent handling the SDK's error itself."""
+    try:
+        return str(llm.chat.completions.create(**CHAT_REQUEST).choices[0].message.content)
+    except openai.BadRequestError as exc:
+        return f"sorry ({exc.status_code})"
+
+
+@pytest.mark.parametrize("handled", [False, True])
+def test_recorded_http_400_replays_as_the_recorded_failure(
+    tmp_path: Path, api: fake.FakeAPI, handled: bool
+) -> None:
+    """An OpenAI 400 replays as the failure (not a divergence) or as the agent's own
+    handling of it; either way the recorded behaviour is reproduced."""
+    api.reply_json(BAD_REQUEST, status=400)
+    llm = client(api)
+    agent = answer_or_apologize if handled else tool_loop
+    path = tmp_path / "run.sftrace"
+    with contextlib.suppress(openai.BadRequestError), record("agent", output=path) as session:
+        session.set_output(agent(llm))
+    api.offline()
+    result = replay_run(path, lambda: agent(llm))
+    assert result.divergence is None
+    if handled:
+        assert (result.status, result.output) == ("completed", "sorry (400)")
+    else:
+        assert (result.status, result.reproduced_failure) == ("failed", True)
+        assert isinstance(result.error, openai.BadRequestError)
+    assert result.reproduced
+    assert compare(path, result).passed
+    assert api.refused == []
+
+
+def test_bundle_without_status_code_replays_the_error_by_its_class(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """A bundle recorded before status codes were (no sftrace.error.status_code) still
+    replays the recorded failure, as a reproduced failure."""
+    api.reply_json(BAD_REQUEST, status=400)
     llm = client(api)
     path = tmp_path / "run.sftrace"
     with pytest.raises(openai.BadRequestError), record("agent", output=path):
         llm.chat.completions.create(**CHAT_REQUEST)
+    old = load_bundle(path)
+    call = old.calls[0]
+    assert call.error is not None
+    for key in ("sftrace.error.status_code", "sftrace.error.body", "sftrace.error.args"):
+        call.attributes.pop(key, None)
+    object.__setattr__(
+        call,
+        "error",
+        dataclasses.replace(call.error, status_code=None, body_json=None, args_json=None),
+    )
     api.offline()
-    with replay(path), pytest.raises(RecordedDependencyError) as raised:
-        llm.chat.completions.create(**CHAT_REQUEST)
-    assert raised.value.type_name == "openai.BadRequestError"
-    assert "context too long" in raised.value.recorded_message
-    assert api.refused == []
+    result = replay_run(old, lambda: llm.chat.completions.create(**CHAT_REQUEST))
+    assert (result.status, result.reproduced_failure, result.divergence) == ("failed", True, None)
+    assert isinstance(result.error, openai.BadRequestError)
+    assert "context too long" in str(result.error)
 
 
 @pytest.mark.parametrize(

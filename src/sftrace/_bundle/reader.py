@@ -99,12 +99,20 @@ class Manifest(_Model):
 
 @dataclass(frozen=True, slots=True)
 class CallFailure:
-    """A recorded exception: its type name, message, and whether the type is a builtin."""
+    """A recorded exception: its type name, message, and whether the type is a builtin.
+
+    ``args_json`` (its args as a JSON array), ``status_code`` and ``body_json`` (an SDK
+    error's HTTP status and response body) are what rebuilding it needs; bundles written
+    before they were recorded have None.
+    """
 
     type: str
     message: str
     builtin: bool = False
     cancelled: bool = False
+    args_json: str | None = None
+    status_code: int | None = None
+    body_json: str | None = None
 
 
 class Call:
@@ -200,6 +208,14 @@ class Call:
         return f"Call(seq={self.seq}, {self.label}, input={self.input_json[:60]})"
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
     """Build a ``Call`` from an OTLP/JSON span of a boundary and its decoded attributes."""
     error = None
@@ -210,6 +226,9 @@ def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
             message=str(attributes.get(A.ERROR_MESSAGE, "")),
             builtin=bool(attributes.get(A.ERROR_BUILTIN, False)),
             cancelled=bool(attributes.get(A.CANCELLED, False)),
+            args_json=_text(attributes.get(A.ERROR_ARGS)),
+            status_code=_integer(attributes.get(A.ERROR_STATUS_CODE)),
+            body_json=_text(attributes.get(A.ERROR_BODY)),
         )
     kind = attributes[A.KIND]
     if kind == A.KIND_LLM:

@@ -25,6 +25,7 @@ from sftrace._model import attributes as A
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
+from sftrace._record.failure import failure_details
 from sftrace._record.intercept import Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, record_failure
 
@@ -239,10 +240,12 @@ class BoundaryCall:
         span = self.span
         error_type, builtin = exception_type_name(exc)
         message, records = record_failure(span, exc, self.run.redactor, self.run.known_secrets)
-        self._note_redactions(records)
+        details, found = failure_details(exc, self.run.redactor, self.run.known_secrets)
+        self._note_redactions(records + found)
         span.set_attributes(
             {A.ERROR_TYPE: error_type, A.ERROR_MESSAGE: message, A.ERROR_BUILTIN: builtin}
         )
+        span.set_attributes(details)
         if isinstance(exc, asyncio.CancelledError):
             span.set_attribute(A.CANCELLED, True)
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}"))

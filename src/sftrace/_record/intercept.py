@@ -30,9 +30,13 @@ class Action(Enum):
 
 @dataclass(slots=True)
 class Decision:
+    """What a boundary does. ``recorded_failure``: ``error`` is the recorded call's own
+    exception raised again (the recording answered), not the replay refusing the call."""
+
     action: Action
     recorded: Call | None = None
     error: BaseException | None = None
+    recorded_failure: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
+from sftrace._errors import RecordedDependencyError
 from sftrace._model import attributes as A
 from sftrace._model.serialize import canonical, register_bytes_filter
 from sftrace._record import threads
@@ -166,7 +167,13 @@ register_bytes_filter(_redact_bytes)
 
 
 def exception_type_name(exc: BaseException) -> tuple[str, bool]:
-    """``("ValueError", True)`` for builtins, ``("pkg.mod.Error", False)`` otherwise."""
+    """``("ValueError", True)`` for builtins, ``("pkg.mod.Error", False)`` otherwise.
+
+    A replayed failure that could not be rebuilt (``RecordedDependencyError``) is named
+    by the type it stands for, so the replayed run fails with the recorded failure.
+    """
+    if isinstance(exc, RecordedDependencyError):
+        return exc.type_name, "." not in exc.type_name
     cls = type(exc)
     if cls.__module__ == "builtins":
         return cls.__qualname__, True
@@ -174,6 +181,9 @@ def exception_type_name(exc: BaseException) -> tuple[str, bool]:
 
 
 def safe_str(exc: BaseException) -> str:
+    """The exception's message (a replayed failure's: the recorded one)."""
+    if isinstance(exc, RecordedDependencyError):
+        return exc.recorded_message
     try:
         return str(exc)
     except Exception:

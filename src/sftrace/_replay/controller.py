@@ -7,8 +7,6 @@ recorded result, run the body, ask the manual handler, or raise.
 
 from __future__ import annotations
 
-import asyncio
-import builtins
 import threading
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -16,7 +14,6 @@ from typing import Any
 
 from sftrace._bundle.reader import Call
 from sftrace._errors import (
-    RecordedDependencyError,
     ReplayError,
     ReplayExhaustedError,
     ReplayMismatchError,
@@ -28,6 +25,7 @@ from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._record.intercept import Action, Decision, Reached
 from sftrace._replay.options import ReplayOptions
+from sftrace._replay.rebuild import rebuild_exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,15 +104,17 @@ class ReplayController:
             self._used[index] = True
             recorded = self.calls[index]
             decision = self._apply_policy(number, recorded, reached)
-            if decision.action in (Action.RETURN, Action.MANUAL) or (
-                decision.action is Action.RAISE and not isinstance(decision.error, ReplayError)
-            ):
+            # A recorded failure raised again is answered from the recording, whatever
+            # class it comes back as (RecordedDependencyError is a ReplayError too).
+            answered = decision.action in (Action.RETURN, Action.MANUAL)
+            if answered or decision.recorded_failure:
                 self._cover(index)
             label = decision.action.value
-            if decision.action is Action.RAISE and not isinstance(decision.error, ReplayError):
-                label = Action.RETURN.value  # a recorded failure, answered from the recording
+            if decision.recorded_failure:
+                label = Action.RETURN.value
             self.matched.append(MatchedCall(number, recorded, label))
-            if decision.action is Action.RAISE and isinstance(decision.error, ReplayError):
+            if decision.action is Action.RAISE and not decision.recorded_failure:
+                assert isinstance(decision.error, ReplayError)
                 self._diverge(decision.error)
             return decision
 
@@ -277,7 +277,9 @@ class ReplayController:
                 ),
             )
         if recorded.error is not None:
-            return Decision(Action.RAISE, recorded, rebuild_exception(recorded))
+            return Decision(
+                Action.RAISE, recorded, rebuild_exception(recorded.error), recorded_failure=True
+            )
         return Decision(Action.RETURN, recorded)
 
 
@@ -298,22 +300,6 @@ def _inner_calls(calls: list[Call], span_parents: dict[str, str | None]) -> dict
         if parent is not None and parent in index_of:
             inner.setdefault(index_of[parent], []).append(index)
     return inner
-
-
-def rebuild_exception(call: Call) -> BaseException:
-    """The exception a recorded failed call raises again."""
-    error = call.error
-    assert error is not None
-    if error.cancelled:
-        return asyncio.CancelledError(error.message)
-    if error.builtin:
-        candidate = getattr(builtins, error.type, None)
-        if isinstance(candidate, type) and issubclass(candidate, BaseException):
-            try:
-                return candidate(error.message)
-            except Exception:  # a builtin that needs other arguments
-                pass
-    return RecordedDependencyError(error.type, error.message)
 
 
 def _preview(text: str, width: int = 200) -> str:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, cast
 
 from sftrace._internal import internal_error, log_once
 from sftrace._record.boundary import BoundaryCall
+from sftrace._record.failure import register_error_codec
 from sftrace._record.llm import llm_spec
 from sftrace._record.run import current_run
 from sftrace.integrations._common import (
@@ -43,6 +44,7 @@ from sftrace.integrations._common import (
     request_json,
     wire_json,
 )
+from sftrace.integrations._sdk_errors import sdk_error_codec
 
 C = TypeVar("C")
 
@@ -182,6 +184,7 @@ def declare_sdk(
 
         return types.new_class(name, (mixin, cast(Any, base)[Any]), exec_body=body)
 
+    register_error_codec(sdk_error_codec(package))
     return SDK(
         stream=stream,
         async_stream=async_stream,

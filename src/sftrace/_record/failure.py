@@ -1,0 +1,115 @@
+"""What a failed call records so that a replay can raise its exception again.
+
+Every failure records the exception's ``args`` as JSON (redacted). An SDK integration
+registers an :class:`ErrorCodec` that knows its SDK's errors: ``describe`` gives the
+HTTP status code and response body a recording stores (the body redacted), ``rebuild``
+turns a recorded failure back into the SDK's own error object during a replay. The
+integrations register themselves when imported; this layer never imports them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sftrace._bundle.reader import CallFailure
+from sftrace._errors import TraceSerializationError
+from sftrace._internal import log_once
+from sftrace._model import attributes as A
+from sftrace._model.serialize import dumps
+from sftrace._record.redaction import KnownSecrets, Redactor
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorDetails:
+    """What an SDK error carries besides its message: HTTP status and response body."""
+
+    status_code: int | None = None
+    body: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCodec:
+    """How one SDK's errors are recorded and rebuilt.
+
+    ``describe(exc)``: the details of one of the SDK's errors, or None for any other
+    exception. ``rebuild(failure)``: the SDK's error object for a recorded failure, or
+    None when the failure is not one of the SDK's errors. Neither may raise (what they
+    raise is logged and ignored).
+    """
+
+    name: str
+    describe: Callable[[BaseException], ErrorDetails | None]
+    rebuild: Callable[[CallFailure], BaseException | None]
+
+
+_codecs: dict[str, ErrorCodec] = {}
+_lock = threading.Lock()
+
+
+def register_error_codec(codec: ErrorCodec) -> None:
+    """Register (or replace, by name) how an SDK's errors are recorded and rebuilt."""
+    with _lock:
+        _codecs[codec.name] = codec
+
+
+def error_codecs() -> tuple[ErrorCodec, ...]:
+    with _lock:
+        return tuple(_codecs.values())
+
+
+def failure_details(
+    exc: BaseException, redactor: Redactor, known: KnownSecrets | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The span attributes that let a replay rebuild ``exc``, and where they were redacted.
+
+    The args are left out when they are not JSON (an object without a serializer): the
+    replay then rebuilds the exception from its message.
+    """
+    attributes: dict[str, Any] = {}
+    records: list[dict[str, Any]] = []
+    args_json = _json(list(exc.args), "exception args")
+    if args_json is not None:
+        args_json, found = redactor.redact_json(args_json, known=known, sort_keys=False)
+        attributes[A.ERROR_ARGS] = args_json
+        records.extend(redaction.record("error.args") for redaction in found)
+    details = _describe(exc)
+    if details is not None:
+        if isinstance(details.status_code, int) and not isinstance(details.status_code, bool):
+            attributes[A.ERROR_STATUS_CODE] = details.status_code
+        body_json = _json(details.body, "error body") if details.body is not None else None
+        if body_json is not None:
+            body_json, found = redactor.redact_json(body_json, known=known, sort_keys=False)
+            attributes[A.ERROR_BODY] = body_json
+            records.extend(redaction.record("error.body") for redaction in found)
+    return attributes, records
+
+
+def _describe(exc: BaseException) -> ErrorDetails | None:
+    for codec in error_codecs():
+        try:
+            details = codec.describe(exc)
+        except Exception as error:  # never break the host over what an error records
+            log_once(f"describing a {codec.name} error", error)
+            continue
+        if details is not None:
+            return details
+    return None
+
+
+def _json(value: Any, what: str) -> str | None:
+    try:
+        return dumps(value, what=what, sort_keys=False)
+    except (TraceSerializationError, TypeError, ValueError, RecursionError):
+        return None
+
+
+__all__ = [
+    "ErrorCodec",
+    "ErrorDetails",
+    "error_codecs",
+    "failure_details",
+    "register_error_codec",
+]

@@ -1,0 +1,109 @@
+"""Rebuilding a recorded call's exception, so the agent's own handlers catch it again.
+
+In order:
+
+1. A recorded ``asyncio.CancelledError`` stays a ``CancelledError`` (agents handle it).
+2. A registered :class:`~sftrace._record.failure.ErrorCodec` (an SDK integration) gives
+   the SDK's own error object (``openai.BadRequestError`` with its status and body).
+3. The recorded class, when a module that is already imported holds it: an instance
+   with the recorded args (or message). Nothing a bundle names is ever imported, and
+   nothing that is not an exception class is ever called.
+4. Otherwise ``RecordedDependencyError`` with the recorded type name and message.
+
+A recorded exception outside ``Exception`` (``KeyboardInterrupt``, ``SystemExit``,
+``GeneratorExit``...) becomes ``RecordedInterruption``: raising it would stop the
+process that replays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import sys
+from typing import Any
+
+import orjson
+
+from sftrace._bundle.reader import CallFailure
+from sftrace._errors import RecordedDependencyError, RecordedInterruption
+from sftrace._internal import log_once
+from sftrace._record.failure import error_codecs
+
+
+def rebuild_exception(failure: CallFailure) -> BaseException:
+    """The exception a recorded failed call raises again (see the module docstring)."""
+    if failure.cancelled:
+        return asyncio.CancelledError(failure.message)
+    for codec in error_codecs():
+        try:
+            rebuilt = codec.rebuild(failure)
+        except Exception as exc:  # a codec's bug must not turn a failure into a crash
+            log_once(f"rebuilding a recorded {codec.name} error", exc)
+            continue
+        if rebuilt is not None:
+            return rebuilt
+    cls = _recorded_class(failure)
+    if cls is None:
+        return RecordedDependencyError(failure.type, failure.message)
+    if not issubclass(cls, Exception):
+        return RecordedInterruption(failure.type, failure.message)
+    try:
+        return _instance(cls, _args(failure))
+    except Exception as exc:  # a class that cannot be built at all, even without __init__
+        log_once(f"rebuilding a recorded {failure.type}", exc)
+        return RecordedDependencyError(failure.type, failure.message)
+
+
+def _recorded_class(failure: CallFailure) -> type[BaseException] | None:
+    """The recorded exception class, found only among builtins and imported modules."""
+    if failure.builtin or "." not in failure.type:
+        found: Any = getattr(builtins, failure.type, None)
+    else:
+        found = _imported(failure.type)
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return found
+    return None
+
+
+def _imported(qualified: str) -> Any:
+    """``pkg.mod.Outer.Error`` looked up in ``sys.modules``: longest module name first."""
+    parts = qualified.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:split]))
+        if module is None:
+            continue
+        target: Any = module
+        for name in parts[split:]:
+            target = getattr(target, name, None)
+            if target is None:
+                return None
+        return target
+    return None
+
+
+def _args(failure: CallFailure) -> tuple[Any, ...]:
+    """The recorded args; the message alone for bundles without them (or unreadable)."""
+    if failure.args_json is not None:
+        try:
+            args = orjson.loads(failure.args_json)
+        except orjson.JSONDecodeError:
+            args = None
+        if isinstance(args, list):
+            return tuple(args)
+    return (failure.message,)
+
+
+def _instance(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    """``cls(*args)``; when its constructor refuses them, an instance built without it."""
+    try:
+        return cls(*args)
+    except Exception:
+        pass
+    # BaseException.__new__ sets args; the class's own __init__ (which needs other
+    # arguments) is not called, so attributes it would set are missing.
+    instance = cls.__new__(cls, *args)
+    instance.args = args
+    return instance
+
+
+__all__ = ["rebuild_exception"]

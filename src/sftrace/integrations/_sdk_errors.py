@@ -1,0 +1,95 @@
+"""Recording and rebuilding the OpenAI and Anthropic SDKs' API errors.
+
+A recording stores an ``APIStatusError``'s HTTP status code and response body (the
+body redacted, see ``sftrace._record.failure``); a replay raises the SDK's own error
+again (``openai.BadRequestError`` with that status and body), so ``except
+openai.BadRequestError`` and ``exc.status_code`` in the agent work as they did. The
+error's request and response are stand-ins: nothing is sent.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import Any
+
+import orjson
+
+from sftrace._bundle.reader import CallFailure
+from sftrace._record.failure import ErrorCodec, ErrorDetails
+
+# The URL of the stand-in request a rebuilt error carries (never sent anywhere).
+REPLAYED_URL = "https://replayed.sftrace.invalid/"
+
+
+def sdk_error_codec(package: str) -> ErrorCodec:
+    """The codec of the SDK ``package`` (``"openai"``, ``"anthropic"``)."""
+
+    def describe(exc: BaseException) -> ErrorDetails | None:
+        sdk = sys.modules.get(package)
+        status_error = getattr(sdk, "APIStatusError", None)
+        if not isinstance(status_error, type) or not isinstance(exc, status_error):
+            return None
+        status_code = getattr(exc, "status_code", None)
+        return ErrorDetails(
+            status_code=status_code if isinstance(status_code, int) else None,
+            body=getattr(exc, "body", None),
+        )
+
+    def rebuild(failure: CallFailure) -> BaseException | None:
+        return _rebuild(package, failure)
+
+    return ErrorCodec(name=package, describe=describe, rebuild=rebuild)
+
+
+def _rebuild(package: str, failure: CallFailure) -> BaseException | None:
+    prefix = f"{package}."
+    sdk = sys.modules.get(package)
+    if sdk is None or not failure.type.startswith(prefix):
+        return None
+    cls = getattr(sdk, failure.type[len(prefix) :], None)
+    status_error = getattr(sdk, "APIStatusError", None)
+    connection_error = getattr(sdk, "APIConnectionError", None)
+    http = _httpx(package)
+    if not isinstance(cls, type) or http is None:
+        return None
+    build: Any = cls  # the SDK's error class; its constructor's signature is the SDK's
+    request = http.Request("POST", REPLAYED_URL)
+    if isinstance(status_error, type) and issubclass(cls, status_error):
+        if failure.status_code is None:
+            return None  # recorded before status codes were: the generic path rebuilds it
+        body = _body(failure.body_json)
+        response = http.Response(
+            failure.status_code,
+            request=request,
+            content=failure.body_json.encode() if failure.body_json is not None else b"",
+            headers={"content-type": "application/json"} if failure.body_json else {},
+        )
+        error: BaseException = build(failure.message, response=response, body=body)
+        return error
+    if isinstance(connection_error, type) and issubclass(cls, connection_error):
+        try:
+            error = build(message=failure.message, request=request)
+        except TypeError:  # APITimeoutError(request)
+            error = build(request=request)
+        return error
+    return None
+
+
+def _body(body_json: str | None) -> Any:
+    if body_json is None:
+        return None
+    try:
+        return orjson.loads(body_json)
+    except orjson.JSONDecodeError:
+        return body_json
+
+
+def _httpx(package: str) -> ModuleType | None:
+    """The httpx flavour the SDK's errors take (``httpx2`` in recent SDKs, else ``httpx``)."""
+    base = sys.modules.get(f"{package}._base_client")
+    module = getattr(base, "httpx2", None) or getattr(base, "httpx", None)
+    return module if isinstance(module, ModuleType) else None
+
+
+__all__ = ["REPLAYED_URL", "sdk_error_codec"]

@@ -1,0 +1,270 @@
+"""Recorded failures come back as failures the agent's own handlers catch, never as a
+divergence; recorded interruptions never abort the process that replays them."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sftrace import (
+    RecordedDependencyError,
+    RecordedInterruption,
+    compare,
+    load_bundle,
+    record,
+    replay,
+    replay_run,
+    trace_tool,
+)
+from sftrace._bundle.reader import CallFailure
+from sftrace._replay.rebuild import rebuild_exception
+
+
+class QuotaExceeded(Exception):
+    """An application's own exception, as agents define them."""
+
+
+class RateLimited(Exception):
+    """Its constructor needs more than a message."""
+
+    def __init__(self, retry_after: int, detail: str) -> None:
+        super().__init__(retry_after, detail)
+        self.retry_after = retry_after
+
+
+class KeywordOnly(Exception):
+    """Its constructor cannot be called with its own args."""
+
+    def __init__(self, *, code: int) -> None:
+        super().__init__(f"code {code}")
+        self.code = code
+
+
+BODIES: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    BODIES.clear()
+
+
+def raising_tool(name: str, error: Callable[[], BaseException]) -> Callable[[str], str]:
+    @trace_tool(name=name)
+    def tool(query: str) -> str:
+        BODIES.append(name)
+        raise error()
+
+    return tool
+
+
+quota_tool = raising_tool("quota", lambda: QuotaExceeded("monthly quota of 100 used"))
+rate_tool = raising_tool("rate", lambda: RateLimited(30, "slow down"))
+keyword_tool = raising_tool("keyword", lambda: KeywordOnly(code=7))
+
+
+def lets_it_fail(query: str) -> str:
+    return quota_tool(query)
+
+
+def handles_it(query: str) -> str:
+    try:
+        return quota_tool(query)
+    except QuotaExceeded as exc:
+        return f"fallback after {exc}"
+
+
+def recorded(path: Path, entrypoint: Callable[[str], Any], *, catch: Any = Exception) -> Path:
+    """Record ``entrypoint("q")`` as the README does; its exception is swallowed."""
+    try:
+        with record("agent", output=path, run_input="q") as session:
+            session.set_output(entrypoint("q"))
+    except catch:
+        pass
+    BODIES.clear()
+    return path
+
+
+def test_custom_tool_failure_replays_as_the_failure_not_a_divergence(tmp_path: Path) -> None:
+    """A tool raising the agent's own exception replays as that failure: status failed,
+    reproduced, the same class and args, no tool body run, and compare passes."""
+    bundle = recorded(tmp_path / "q.sftrace", lets_it_fail)
+    assert load_bundle(bundle).status == "failed"
+    result = replay_run(bundle, lets_it_fail)
+    assert result.divergence is None
+    assert (result.status, result.reproduced_failure, result.reproduced) == ("failed", True, True)
+    assert type(result.error) is QuotaExceeded
+    assert result.error.args == ("monthly quota of 100 used",)
+    assert [m.action for m in result.matched] == ["substituted"]
+    assert BODIES == []
+    report = compare(bundle, result)
+    assert report.passed, report.format()
+
+
+def test_agent_handler_catches_the_replayed_failure(tmp_path: Path) -> None:
+    """`except QuotaExceeded:` in the agent catches the replayed failure."""
+    bundle = recorded(tmp_path / "h.sftrace", handles_it)
+    result = replay_run(bundle, handles_it)
+    assert (result.status, result.divergence) == ("completed", None)
+    assert result.output == "fallback after monthly quota of 100 used"
+    assert result.reproduced
+    assert compare(bundle, result).passed
+
+
+def test_exception_args_are_recorded_and_given_back(tmp_path: Path) -> None:
+    """The recorded args (as JSON) rebuild an exception whose constructor needs them."""
+    bundle = recorded(tmp_path / "r.sftrace", rate_tool)
+    call = load_bundle(bundle).calls[0]
+    assert call.error is not None
+    assert call.error.args_json == '[30,"slow down"]'
+    with replay(bundle), pytest.raises(RateLimited) as raised:
+        rate_tool("q")
+    assert raised.value.args == (30, "slow down")
+    assert raised.value.retry_after == 30
+
+
+def test_exception_whose_constructor_refuses_its_args_is_still_that_class(
+    tmp_path: Path,
+) -> None:
+    """A class whose constructor can't take its own args is built without calling it."""
+    bundle = recorded(tmp_path / "k.sftrace", keyword_tool)
+    with replay(bundle), pytest.raises(KeywordOnly) as raised:
+        keyword_tool("q")
+    assert str(raised.value) == "code 7"
+    assert raised.value.args == ("code 7",)
+
+
+def test_secrets_in_exception_args_are_redacted(tmp_path: Path) -> None:
+    """Args are recorded through redaction, like the message."""
+    leaky = raising_tool("leaky", lambda: QuotaExceeded("password=hunter2secret"))
+    bundle = recorded(tmp_path / "s.sftrace", leaky)
+    error = load_bundle(bundle).calls[0].error
+    assert error is not None
+    assert error.args_json is not None
+    assert "hunter2secret" not in error.args_json
+    assert "hunter2secret" not in error.message
+
+
+@pytest.fixture
+def vanishing_module() -> Iterator[types.ModuleType]:
+    """A module holding an exception class, imported while recording and gone after."""
+    module = types.ModuleType("vanishing_errors")
+    exec("class Gone(Exception):\n    pass\n", module.__dict__)
+    sys.modules[module.__name__] = module
+    yield module
+    sys.modules.pop(module.__name__, None)
+
+
+def test_unreachable_class_replays_as_recorded_dependency_error_and_reproduces(
+    tmp_path: Path, vanishing_module: types.ModuleType
+) -> None:
+    """A class in no imported module is never imported: RecordedDependencyError carries
+    its type name and message, and still counts as the reproduced failure."""
+    gone_tool = raising_tool("gone", lambda: vanishing_module.Gone("it went"))
+    bundle = recorded(tmp_path / "g.sftrace", gone_tool)
+    del sys.modules["vanishing_errors"]
+    result = replay_run(bundle, gone_tool)
+    assert isinstance(result.error, RecordedDependencyError)
+    assert (result.error.type_name, result.error.recorded_message) == (
+        "vanishing_errors.Gone",
+        "it went",
+    )
+    assert (result.status, result.reproduced_failure, result.divergence) == ("failed", True, None)
+    assert "vanishing_errors" not in sys.modules
+    assert compare(bundle, result).passed
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        # A bundle written before args were recorded: the message is the one argument.
+        (CallFailure(type=f"{__name__}.QuotaExceeded", message="over"), ("over",)),
+        (CallFailure(type="ValueError", message="bad", builtin=True), ("bad",)),
+        (CallFailure(type=f"{__name__}.QuotaExceeded", message="m", args_json="[1,2]"), (1, 2)),
+        # Unparseable args (a hand-edited bundle) fall back to the message.
+        (CallFailure(type=f"{__name__}.QuotaExceeded", message="m", args_json="{"), ("m",)),
+    ],
+)
+def test_rebuilt_args(failure: CallFailure, expected: tuple[Any, ...]) -> None:
+    """Recorded args are used when present, the message otherwise."""
+    assert rebuild_exception(failure).args == expected
+
+
+def test_names_that_are_not_exception_classes_are_never_used() -> None:
+    """A recorded type naming a function or a non-exception class is not called."""
+    for name in ("os.system", "builtins.print", f"{__name__}.recorded", f"{__name__}.BODIES"):
+        rebuilt = rebuild_exception(CallFailure(type=name, message="echo hi"))
+        assert type(rebuilt) is RecordedDependencyError
+
+
+# --- interruptions (issue 13, item 5) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, SystemExit, GeneratorExit])
+def test_recorded_interruption_replays_as_an_exception_and_a_failed_run(
+    tmp_path: Path, interruption: type[BaseException]
+) -> None:
+    """A recorded KeyboardInterrupt/SystemExit/GeneratorExit replays as RecordedInterruption
+    (an Exception: the test session goes on) and the replayed run is failed."""
+    tool = raising_tool("interrupted", lambda: interruption("stop"))
+    bundle = recorded(tmp_path / "i.sftrace", tool, catch=BaseException)
+    assert load_bundle(bundle).status == "failed"
+    result = replay_run(bundle, tool)
+    assert isinstance(result.error, RecordedInterruption)
+    assert isinstance(result.error, Exception)
+    assert result.error.type_name == interruption.__name__
+    assert (result.status, result.reproduced_failure, result.divergence) == ("failed", True, None)
+    assert BODIES == []
+
+
+def test_crafted_bundle_with_a_non_exception_base_exception_is_an_interruption() -> None:
+    """Any recorded class outside Exception (pytest's own outcomes, say) is an interruption."""
+    name = "_pytest.outcomes.OutcomeException"
+    rebuilt = rebuild_exception(CallFailure(type=name, message="bye"))
+    assert isinstance(rebuilt, RecordedInterruption)
+    rebuilt = rebuild_exception(CallFailure(type="KeyboardInterrupt", message="", builtin=True))
+    assert isinstance(rebuilt, RecordedInterruption)
+
+
+def test_recorded_cancellation_stays_a_cancelled_error(tmp_path: Path) -> None:
+    """A recorded asyncio.CancelledError replays as CancelledError (agents handle it)."""
+
+    @trace_tool(name="slow")
+    async def slow(query: str) -> str:
+        BODIES.append("slow")
+        raise asyncio.CancelledError("timed out")
+
+    async def agent(query: str) -> str:
+        try:
+            return await slow(query)
+        except asyncio.CancelledError:
+            return "cancelled"
+
+    path = tmp_path / "c.sftrace"
+
+    async def run() -> None:
+        async with record("agent", output=path, run_input="q") as session:
+            session.set_output(await agent("q"))
+
+    asyncio.run(run())
+    BODIES.clear()
+    result = replay_run(path, agent)
+    assert (result.status, result.output, result.divergence) == ("completed", "cancelled", None)
+    assert BODIES == []
+
+
+def test_a_real_keyboard_interrupt_of_the_replaying_process_propagates(tmp_path: Path) -> None:
+    """Only recorded interruptions are tamed: the replaying process's own Ctrl-C is not."""
+    bundle = recorded(tmp_path / "ok.sftrace", handles_it)
+
+    def interrupted(query: str) -> str:
+        handles_it(query)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        replay_run(bundle, interrupted)
