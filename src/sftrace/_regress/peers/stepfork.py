@@ -22,6 +22,7 @@ import orjson
 from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
+from sftrace._model.jsonpath import format_path
 from sftrace._record.redaction import marker
 from sftrace._regress.peers.model import PeerCall, PeerError, PeerRun, PeerState, iso_to_ns
 
@@ -301,7 +302,8 @@ def _apply_redactions(run: PeerRun, events: list[dict[str, Any]], raw: dict[str,
         if not parts:
             continue
         rule = str(entry.get("reason") or "stepfork")
-        record = {"field": parts[0], "path": _sftrace_path(parts[1:]), "rule": rule}
+        path = format_path(_segments(event.get(parts[0]), parts[1:]))
+        record = {"field": parts[0], "path": path, "rule": rule}
         kind = event["type"]
         if kind in ("tool_call", "llm_request", "tool_result", "llm_response"):
             target_id = (
@@ -334,13 +336,15 @@ def _marked(value: Any, parts: list[str], rule: str) -> Any:
     return value
 
 
-def _sftrace_path(parts: list[str]) -> str:
-    path = "$"
+def _segments(value: Any, parts: list[str]) -> list[str | int]:
+    """JSON-pointer ``parts`` as path segments: a part is a list index where ``value``
+    holds a list at that point."""
+    segments: list[str | int] = []
     for part in parts:
-        if part.isdigit():
-            path += f"[{part}]"
-        elif part.isidentifier():
-            path += f".{part}"
+        if isinstance(value, list) and part.isdigit():
+            segments.append(int(part))
+            value = value[int(part)] if int(part) < len(value) else None
         else:
-            path += f"[{orjson.dumps(part).decode()}]"
-    return path
+            segments.append(part)
+            value = value.get(part) if isinstance(value, dict) else None
+    return segments
