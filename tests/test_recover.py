@@ -170,6 +170,24 @@ def test_damaged_journal_keeps_every_intact_span(
         assert any(note in text for text in bundle.manifest.notes), bundle.manifest.notes
 
 
+def test_journal_line_the_reader_would_refuse_is_dropped(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """A journal line the bundle reader refuses (an OTLP kind of 9) is dropped with a
+    note, as recovery promises: recovery checks lines with the reader's own validator, so
+    it never writes a bundle it cannot read back."""
+    partial, _ = crashed
+    lines = _journal_lines(partial)
+    odd = orjson.loads(lines[0])
+    odd.update(spanId="00000000000000aa", kind=9, attributes=[])
+    (partial / JOURNAL_FILE).write_bytes(b"".join([*lines, orjson.dumps(odd) + b"\n"]))
+    bundle = load_bundle(recover_bundle(partial), verify_integrity=True)
+    assert [c.seq for c in bundle.calls] == [1, 2, 3, 5]
+    assert "00000000000000aa" not in bundle.span_parents
+    [dropped] = [n for n in bundle.manifest.notes if "00000000000000aa" in n]
+    assert "kind must be an integer from 0 to 5" in dropped
+
+
 def test_header_without_the_run_span_infers_it(
     crashed: tuple[Path, sftrace.RecordingSession],
 ) -> None:

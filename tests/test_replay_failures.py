@@ -22,7 +22,7 @@ from sftrace import (
     replay_run,
     trace_tool,
 )
-from sftrace._bundle.reader import CallFailure
+from sftrace._model.calls import CallFailure
 from sftrace._replay.rebuild import rebuild_exception
 
 

@@ -16,7 +16,9 @@ import orjson
 import pytest
 
 from sftrace import llm_request, record, trace_tool
-from sftrace._bundle.reader import Bundle, Call, Manifest, Totals
+from sftrace._bundle.manifest import Manifest, Totals
+from sftrace._bundle.reader import Bundle
+from sftrace._model.calls import Call
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [

@@ -21,14 +21,8 @@ from sftrace._version import __version__
 
 if _typing.TYPE_CHECKING:
     from sftrace._bundle.load import load_bundle
-    from sftrace._bundle.reader import (
-        Bundle,
-        Call,
-        CallFailure,
-        Manifest,
-        StateChange,
-        validate_bundle,
-    )
+    from sftrace._bundle.manifest import Manifest
+    from sftrace._bundle.reader import Bundle, validate_bundle
     from sftrace._bundle.recover import recover_bundle
     from sftrace._errors import (
         BundleError,
@@ -45,13 +39,9 @@ if _typing.TYPE_CHECKING:
         TraceSerializationError,
     )
     from sftrace._export.bundle_exporter import BundleSpanExporter
-    from sftrace._export.interchange import (
-        ImportedRun,
-        ImportResult,
-        PushResult,
-        import_otlp_files,
-        push_bundles,
-    )
+    from sftrace._export.collector_import import ImportedRun, ImportResult, import_otlp_files
+    from sftrace._export.push import PushResult, push_bundles
+    from sftrace._model.calls import Call, CallFailure, StateChange
     from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
     from sftrace._record.config import configure
     from sftrace._record.llm import LLMCallHandle, allm_request, llm_request
@@ -83,10 +73,10 @@ if _typing.TYPE_CHECKING:
 # Add a public name here, in the TYPE_CHECKING imports above, and in __all__ below.
 _LAZY: dict[str, str] = {
     "Bundle": "_bundle.reader",
-    "Call": "_bundle.reader",
-    "CallFailure": "_bundle.reader",
-    "Manifest": "_bundle.reader",
-    "StateChange": "_bundle.reader",
+    "Call": "_model.calls",
+    "CallFailure": "_model.calls",
+    "Manifest": "_bundle.manifest",
+    "StateChange": "_model.calls",
     "load_bundle": "_bundle.load",
     "validate_bundle": "_bundle.reader",
     "ComparisonPolicy": "_regress.compare",
@@ -117,11 +107,11 @@ _LAZY: dict[str, str] = {
     "migrate_suite": "_regress.migrate_suite",
     "import_peer_runs": "_regress.peers",
     "BundleSpanExporter": "_export.bundle_exporter",
-    "ImportResult": "_export.interchange",
-    "ImportedRun": "_export.interchange",
-    "PushResult": "_export.interchange",
-    "import_otlp_files": "_export.interchange",
-    "push_bundles": "_export.interchange",
+    "ImportResult": "_export.collector_import",
+    "ImportedRun": "_export.collector_import",
+    "PushResult": "_export.push",
+    "import_otlp_files": "_export.collector_import",
+    "push_bundles": "_export.push",
     "LLMCallHandle": "_record.llm",
     "allm_request": "_record.llm",
     "llm_request": "_record.llm",

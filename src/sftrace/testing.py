@@ -35,7 +35,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from sftrace._bundle.reader import Bundle, Call
+from sftrace._bundle.reader import Bundle
+from sftrace._model.calls import Call
 from sftrace._record import config as _config
 from sftrace._regress import expectations as _expect
 from sftrace._regress.compare import ComparisonPolicy, Report, compare, expected_output_report

@@ -7,7 +7,7 @@ from typing import Final
 FORMAT_NAME: Final = "sftrace-bundle"
 FORMAT_VERSION: Final = 1
 # Versions this reader understands. A future version adds itself here together with a
-# conversion of older manifests and span lines into the newest shape (``_bundle.py``).
+# conversion of older manifests into the newest shape (``_bundle/manifest.py``).
 SUPPORTED_VERSIONS: Final = frozenset({1})
 
 BUNDLE_SUFFIX: Final = ".sftrace"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from sftrace._bundle.reader import Bundle, bundle_root, load_finished_bundle
-from sftrace._bundle.recover import find_partial, read_partial
+from sftrace._bundle.files import bundle_root
+from sftrace._bundle.partial import find_partial, read_partial
+from sftrace._bundle.reader import Bundle, load_finished_bundle
 
 
 def load_bundle(

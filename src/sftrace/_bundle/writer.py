@@ -28,6 +28,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
+from sftrace._bundle.checks import checksums_text
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
     HEADER_FILE,
@@ -36,6 +37,8 @@ from sftrace._bundle.format import (
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
+from sftrace._bundle.manifest import Manifest
+from sftrace._errors import BundleError
 
 # Spans are ordered by start time (the order boundaries were reached, parents before
 # children), then by sequence number; spans that are not boundaries sort after
@@ -71,11 +74,8 @@ def fsync_directory(path: Path) -> None:
 
 
 def dump_manifest(manifest: dict[str, Any]) -> bytes:
+    """A manifest (``Manifest.to_json()``) or journal header as written: sorted keys."""
     return orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-
-
-def checksums_text(digests: dict[str, str]) -> bytes:
-    return "".join(f"{digest}  {name}\n" for name, digest in sorted(digests.items())).encode()
 
 
 class BundleWriter:
@@ -134,12 +134,12 @@ class BundleWriter:
         if not self._journal.closed:
             self._journal.close()
 
-    def finalize(self, manifest: dict[str, Any], final_path: Path, *, overwrite: bool) -> Path:
+    def finalize(self, manifest: Manifest, final_path: Path, *, overwrite: bool) -> Path:
         """Write the finished bundle and move it to ``final_path``; return that path."""
         self.close()
         partial = self.partial_dir
         spans_digest = self._write_ordered_spans(partial / SPANS_FILE)
-        manifest_bytes = dump_manifest(manifest)
+        manifest_bytes = dump_manifest(manifest.to_json())
         write_file_durably(partial / MANIFEST_FILE, manifest_bytes)
         digests = {
             MANIFEST_FILE: hashlib.sha256(manifest_bytes).hexdigest(),
@@ -230,8 +230,6 @@ def check_bundle_target(
     "save the replay"); ``overwrite_hint`` how to allow replacing (the CLI's flag).
     Raises ``BundleError``.
     """
-    from sftrace._errors import BundleError
-
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise BundleError(
             f"cannot {purpose} to {str(path)!r}: it exists and is not a bundle directory; "

@@ -12,8 +12,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from sftrace._bundle.load import load_bundle
-from sftrace._bundle.reader import Bundle, Call, check_bundle
+from sftrace._bundle.reader import Bundle, check_bundle
 from sftrace._cli.main import EXIT_CHANGED, bad_input_policy, one_line
+from sftrace._model.calls import Call
 
 # How many calls the tree shows by default; --limit 0 shows all, --json always gives all.
 DEFAULT_TREE_LIMIT = 500
@@ -90,7 +91,7 @@ def inspect_document(bundle: Bundle, parents: dict[int, int | None]) -> dict[str
     """The JSON form of ``inspect``: keys in a fixed order, every call."""
     return {
         "path": str(bundle.path) if bundle.path is not None else None,
-        "manifest": bundle.manifest.model_dump(mode="json"),
+        "manifest": bundle.manifest.to_json(),
         "run_input": bundle.run_input,
         "has_run_input": bundle.has_run_input,
         "output": bundle.output,

@@ -18,11 +18,12 @@ from rich.console import Console
 from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
-from sftrace._bundle.reader import Bundle, Call
+from sftrace._bundle.reader import Bundle
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
 from sftrace._cli.view import finish_page, html_option
 from sftrace._errors import SftraceError
+from sftrace._model.calls import Call
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import to_json
 from sftrace._record.run import exception_type_name

@@ -8,7 +8,8 @@ import click
 
 from sftrace._bundle.format import MANIFEST_FILE
 from sftrace._bundle.load import load_bundle
-from sftrace._bundle.recover import is_partial, recover_bundle, unfinished_recordings
+from sftrace._bundle.partial import is_partial, unfinished_recordings
+from sftrace._bundle.recover import recover_bundle
 from sftrace._cli.main import EXIT_BAD_INPUT, bad_input_policy, one_line
 from sftrace._errors import BundleError
 

@@ -184,9 +184,7 @@ class BundleSpanExporter(SpanExporter):
             path = run.final_path
             if path is None:
                 assert self._directory is not None
-                path = self._directory / (
-                    f"{manifest['agent_name']}-{manifest['run_id']}{BUNDLE_SUFFIX}"
-                )
+                path = self._directory / f"{manifest.agent_name}-{manifest.run_id}{BUNDLE_SUFFIX}"
             run.outcome.path = run.writer.finalize(manifest, path, overwrite=run.overwrite)
         except Exception as exc:
             run.writer.close()  # the journal stays: `sftrace recover` can rebuild the run

@@ -1,9 +1,12 @@
-"""How a call is identified and named, in one place: its label and its reference."""
+"""Recorded calls: ``Call`` (one boundary call of a bundle), how a call is labelled and
+referenced, and the state changes a run recorded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import orjson
 
 from sftrace._model import attributes as A
 
@@ -58,3 +61,170 @@ class CallRef:
             "name": self.name,
             "provider": self.provider,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class CallFailure:
+    """A recorded exception: its type name, message, and whether the type is a builtin.
+
+    ``args_json`` (its args as a JSON array), ``status_code`` and ``body_json`` (an SDK
+    error's HTTP status and response body) are what rebuilding it needs; bundles written
+    before they were recorded have None.
+    """
+
+    type: str
+    message: str
+    builtin: bool = False
+    cancelled: bool = False
+    args_json: str | None = None
+    status_code: int | None = None
+    body_json: str | None = None
+
+
+class Call:
+    """One recorded boundary call (a tool or an LLM call), in sequence order.
+
+    ``input`` and ``output`` are the recorded JSON values (parsed on first access);
+    ``input_json`` and ``output_json`` their canonical text.
+    """
+
+    __slots__ = (
+        "_input",
+        "_output",
+        "attributes",
+        "end_time_ns",
+        "error",
+        "input_json",
+        "kind",
+        "name",
+        "output_json",
+        "parent_span_id",
+        "policy",
+        "provider",
+        "seq",
+        "span_id",
+        "start_time_ns",
+    )
+
+    _MISSING: Any = object()
+
+    def __init__(
+        self,
+        *,
+        seq: int,
+        kind: str,
+        name: str,
+        provider: str | None,
+        input_json: str,
+        output_json: str | None,
+        error: CallFailure | None,
+        policy: str,
+        span_id: str,
+        parent_span_id: str | None,
+        start_time_ns: int = 0,
+        end_time_ns: int = 0,
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
+        self.seq = seq
+        self.kind = kind
+        self.name = name
+        self.provider = provider
+        self.input_json = input_json
+        self.output_json = output_json
+        self.error = error
+        self.policy = policy
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.start_time_ns = start_time_ns
+        self.end_time_ns = end_time_ns
+        self.attributes = attributes or {}
+        self._input = Call._MISSING
+        self._output = Call._MISSING
+
+    @property
+    def input(self) -> Any:
+        if self._input is Call._MISSING:
+            self._input = orjson.loads(self.input_json)
+        return self._input
+
+    @property
+    def output(self) -> Any:
+        if self._output is Call._MISSING:
+            self._output = None if self.output_json is None else orjson.loads(self.output_json)
+        return self._output
+
+    @property
+    def duration_ms(self) -> float:
+        return max(0, self.end_time_ns - self.start_time_ns) / 1e6
+
+    @property
+    def label(self) -> str:
+        """``tool search_flights`` or ``llm openai/gpt-4o``: how messages name the call."""
+        return call_label(self.kind, self.name, self.provider)
+
+    def describe(self) -> dict[str, Any]:
+        """A plain dict of what identifies the call (used in errors and reports)."""
+        described: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "name": self.name}
+        if self.provider is not None:
+            described["provider"] = self.provider
+        described["input"] = self.input
+        return described
+
+    def __repr__(self) -> str:
+        return f"Call(seq={self.seq}, {self.label}, input={self.input_json[:60]})"
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
+    """Build a ``Call`` from an OTLP/JSON span of a boundary and its decoded attributes."""
+    error = None
+    error_type = attributes.get(A.ERROR_TYPE)
+    if error_type is not None:
+        error = CallFailure(
+            type=str(error_type),
+            message=str(attributes.get(A.ERROR_MESSAGE, "")),
+            builtin=bool(attributes.get(A.ERROR_BUILTIN, False)),
+            cancelled=bool(attributes.get(A.CANCELLED, False)),
+            args_json=_text(attributes.get(A.ERROR_ARGS)),
+            status_code=_integer(attributes.get(A.ERROR_STATUS_CODE)),
+            body_json=_text(attributes.get(A.ERROR_BODY)),
+        )
+    kind = attributes[A.KIND]
+    if kind == A.KIND_LLM:
+        name = attributes.get(A.GEN_AI_REQUEST_MODEL)
+        provider = attributes.get(A.GEN_AI_PROVIDER_NAME)
+    else:
+        name = attributes.get(A.GEN_AI_TOOL_NAME)
+        provider = None
+    return Call(
+        seq=attributes[A.SEQ],
+        kind=kind,
+        name=str(name),
+        provider=None if provider is None else str(provider),
+        input_json=attributes.get(A.INPUT, "null"),
+        output_json=attributes.get(A.OUTPUT),
+        error=error,
+        policy=str(attributes.get(A.REPLAY_POLICY, "frozen")),
+        span_id=span["spanId"],
+        parent_span_id=span.get("parentSpanId") or None,
+        start_time_ns=int(span.get("startTimeUnixNano", 0)),
+        end_time_ns=int(span.get("endTimeUnixNano", 0)),
+        attributes=attributes,
+    )
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A recorded ``session.record_state_change`` (values are JSON)."""
+
+    key: str
+    before: Any
+    after: Any
+    time_ns: int

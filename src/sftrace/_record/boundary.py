@@ -19,9 +19,9 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from sftrace._bundle.reader import Call
 from sftrace._errors import ReplayMismatchError
 from sftrace._model import attributes as A
+from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sftrace._bundle.reader import CallFailure
 from sftrace._errors import TraceSerializationError
 from sftrace._internal import log_once
 from sftrace._model import attributes as A
+from sftrace._model.calls import CallFailure
 from sftrace._model.serialize import dumps
 from sftrace._record.redaction import KnownSecrets, Redactor
 

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from sftrace._bundle.reader import Call
 from sftrace._errors import ReplayError
 from sftrace._model import attributes as A
-from sftrace._model.calls import call_label
+from sftrace._model.calls import Call, call_label
 from sftrace._model.serialize import loads
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import os
 from pathlib import Path
 from types import TracebackType
@@ -13,8 +12,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import Span
 
 from sftrace._bundle.format import BUNDLE_SUFFIX
+from sftrace._bundle.manifest import run_identity, utc_iso
 from sftrace._bundle.names import new_run_id, safe_file_stem
-from sftrace._bundle.recover import run_identity
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._errors import BundleError, ConfigError
 from sftrace._internal import internal_error, log_once
@@ -235,7 +234,7 @@ class RecordingSession:
                 header={
                     "run_id": run.run_id,
                     "agent_name": self.agent_name,
-                    "created_at": _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z"),
+                    "created_at": utc_iso(),
                     # What `sftrace recover` needs if the process dies before the run ends.
                     **run_identity(run.span),
                     "redactions": run.sorted_redactions(),

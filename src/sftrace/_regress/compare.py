@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import orjson
 
 from sftrace._bundle.load import load_bundle
-from sftrace._bundle.reader import Bundle, Call
+from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError, TraceSerializationError
-from sftrace._model.calls import CallRef
+from sftrace._model.calls import Call, CallRef
 from sftrace._model.display import repr_html
 from sftrace._model.jsonpath import JsonPath, parse_paths, strip
 from sftrace._model.serialize import to_json

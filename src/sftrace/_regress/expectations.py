@@ -33,10 +33,9 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from sftrace._bundle.reader import Call
 from sftrace._errors import ConfigError
 from sftrace._model import attributes as A
-from sftrace._model.calls import CallRef
+from sftrace._model.calls import Call, CallRef
 from sftrace._regress.diff import MISSING, value_differences
 
 __all__ = [

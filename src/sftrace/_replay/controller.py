@@ -12,7 +12,6 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from sftrace._bundle.reader import Call
 from sftrace._errors import (
     ReplayError,
     ReplayExhaustedError,
@@ -20,6 +19,7 @@ from sftrace._errors import (
     ReplayPolicyError,
 )
 from sftrace._model import attributes as A
+from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sftrace._bundle.reader import Call
 from sftrace._errors import ConfigError
+from sftrace._model.calls import Call
 from sftrace._model.policy import MatchMode, ReplayMode
 
 ManualHandler = Callable[[Call], Any]

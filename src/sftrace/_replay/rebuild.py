@@ -24,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from sftrace._bundle.reader import CallFailure
 from sftrace._errors import RecordedDependencyError, RecordedInterruption
 from sftrace._internal import log_once
+from sftrace._model.calls import CallFailure
 from sftrace._record.failure import error_codecs
 
 

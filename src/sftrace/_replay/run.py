@@ -17,9 +17,10 @@ from typing import Any, Literal
 import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 
-from sftrace._bundle.reader import Bundle, Call, call_from_span
+from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError, ReplayError
 from sftrace._model import attributes as A
+from sftrace._model.calls import Call, call_from_span
 from sftrace._model.display import repr_html
 from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode

@@ -15,7 +15,7 @@ from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.names import new_run_id
-from sftrace._bundle.reader import Bundle, Call
+from sftrace._bundle.reader import Bundle
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._errors import (
     ConfigError,
@@ -25,6 +25,7 @@ from sftrace._errors import (
 )
 from sftrace._internal import internal_error, log_once
 from sftrace._model import attributes as A
+from sftrace._model.calls import Call
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import loads
 from sftrace._record.config import State, get_state

@@ -21,8 +21,9 @@ from typing import Any, Final
 
 import orjson
 
-from sftrace._bundle.reader import Bundle, Call
+from sftrace._bundle.reader import Bundle
 from sftrace._model import attributes as A
+from sftrace._model.calls import Call
 from sftrace._model.otlp_json import decode_attributes
 from sftrace._model.serialize import loads
 from sftrace._regress.compare import Finding, FindingCode, Report
@@ -155,9 +156,9 @@ def run_header(bundle: Bundle) -> dict[str, Any]:
         "agent": manifest.agent_name,
         "run_id": manifest.run_id,
         "status": manifest.status,
-        "failure": None if failure is None else failure.model_dump(mode="json"),
+        "failure": None if failure is None else failure.to_json(),
         "started_at": manifest.started_at,
-        "totals": manifest.totals.model_dump(mode="json"),
+        "totals": manifest.totals.to_json(),
         "recorded_with": recorded_with if isinstance(recorded_with, str) else None,
         "replay_of": manifest.replay_of,
         "path": str(bundle.path) if bundle.path is not None else None,

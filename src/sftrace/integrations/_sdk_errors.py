@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from sftrace._bundle.reader import CallFailure
+from sftrace._model.calls import CallFailure
 from sftrace._record.failure import ErrorCodec, ErrorDetails
 
 # The URL of the stand-in request a rebuilt error carries (never sent anywhere).

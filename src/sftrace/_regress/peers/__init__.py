@@ -17,7 +17,7 @@ from typing import Final
 from sftrace._bundle.format import BUNDLE_SUFFIX
 from sftrace._bundle.names import safe_file_stem
 from sftrace._errors import BundleError, ConfigError
-from sftrace._export.interchange import ImportedRun, ImportResult
+from sftrace._export.collector_import import ImportedRun, ImportResult
 from sftrace._record.redaction import Redactor
 from sftrace._regress.peers.agenttrace import read_agenttrace
 from sftrace._regress.peers.model import PeerRun

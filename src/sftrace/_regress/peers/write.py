@@ -16,9 +16,14 @@ from typing import Any
 
 import orjson
 
-from sftrace._bundle.format import FORMAT_NAME, FORMAT_VERSION
 from sftrace._bundle.load import load_bundle
-from sftrace._bundle.manifest import RunTotals, environment, manifest_from_parts, utc_iso
+from sftrace._bundle.manifest import (
+    RunTotals,
+    environment,
+    journal_header,
+    manifest_from_parts,
+    utc_iso,
+)
 from sftrace._bundle.names import safe_file_stem
 from sftrace._bundle.writer import BundleWriter, partial_dir_for
 from sftrace._errors import BundleError
@@ -219,16 +224,14 @@ def write_peer_run(
     ids = span_ids(run)
     call_lines = [_call_line(run, index, call, ids, values) for index, call in enumerate(run.calls)]
     root = _run_line(run, ids, values)  # last: it holds every call's redaction records
-    header = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "trace_id": ids[0],
-        "run_id": run.run_id,
-        "agent_name": run.agent_name,
-        "final_name": path.name,
-        "created_at": utc_iso(run.start_ns),
-        "environment": {"source": f"{run.source}-import", "imported_by": environment()},
-    }
+    header = journal_header(
+        ids[0],
+        run_id=run.run_id,
+        agent_name=run.agent_name,
+        final_name=path.name,
+        created_at=utc_iso(run.start_ns),
+    )
+    header["environment"] = {"source": f"{run.source}-import", "imported_by": environment()}
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = BundleWriter(partial_dir_for(path, safe_file_stem(run.run_id)), header)
     try:
@@ -246,8 +249,8 @@ def write_peer_run(
             resource_attributes=encode_attributes({A.SERVICE_NAME: run.agent_name}),
             scope={"name": A.INSTRUMENTATION_SCOPE, "version": ""},
             totals=totals,
+            notes=[f"imported from {run.source} ({run.path.name}) on {utc_iso()}"],
         )
-        manifest["notes"] = [f"imported from {run.source} ({run.path.name}) on {utc_iso()}"]
         writer.finalize(manifest, path, overwrite=overwrite)
     except BaseException:
         writer.discard()

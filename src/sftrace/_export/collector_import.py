@@ -1,272 +1,42 @@
-"""Bundles to and from collectors: ``push`` archived bundles, ``import`` collector files.
+"""Importing collector files: :func:`import_otlp_files`.
 
-- :func:`push_bundles` sends bundles to an OTLP endpoint through the official exporters,
-  with their original trace ids, span ids, parents and timestamps (the spans are rebuilt
-  from the bundle's OTLP/JSON lines), the attributes a bundle leaves out restored, and
-  the same OpenInference attributes as live export.
-- :func:`import_otlp_files` reads the OpenTelemetry Collector ``file`` exporter's output
-  (one ``ExportTraceServiceRequest`` as OTLP/JSON per line, hex ids; runs may be spread
-  over many lines and files and interleaved) and writes one bundle per complete sftrace
-  run with the same writer as recording, so the bundle replays like the original.
+Reads the OpenTelemetry Collector ``file`` exporter's output (one
+``ExportTraceServiceRequest`` as OTLP/JSON per line, hex ids; runs may be spread over
+many lines and files and interleaved) and writes one bundle per complete sftrace run
+with the same writer as recording, so the bundle replays like the original. Each span
+goes through the bundle layer's one span validator and the manifest through its one
+model; a run that fails either is skipped with the reason.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import logging
 import os
 import re
 import shutil
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from sftrace._bundle.format import BUNDLE_SUFFIX, FORMAT_NAME, FORMAT_VERSION
+from sftrace._bundle.checks import SpanChecker
+from sftrace._bundle.files import bounded_lines
+from sftrace._bundle.format import BUNDLE_SUFFIX
 from sftrace._bundle.load import load_bundle
-from sftrace._bundle.manifest import RunTotals, environment, manifest_from_parts, utc_iso
+from sftrace._bundle.manifest import (
+    RunTotals,
+    environment,
+    journal_header,
+    manifest_from_parts,
+    utc_iso,
+)
 from sftrace._bundle.names import safe_file_stem
-from sftrace._bundle.reader import Bundle, bounded_lines
 from sftrace._bundle.writer import BundleWriter, partial_dir_for
 from sftrace._errors import BundleError
-from sftrace._export.otlp import (
-    ENRICHMENT_ATTRIBUTES,
-    EXPORTER_LOGGERS,
-    EnrichingSpanExporter,
-    OtlpSettings,
-    SpanPreparer,
-    default_endpoint,
-    normalize_endpoint,
-    official_exporter,
-    parse_headers,
-    resolve_protocol,
-    resolve_timeout,
-    standard_endpoint,
-)
+from sftrace._export.otlp import ENRICHMENT_ATTRIBUTES
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes
-
-# Spans per export request, and a soft bound on its size: collectors refuse large
-# requests (gRPC receivers default to 4 MiB).
-PUSH_BATCH_SPANS = 512
-PUSH_BATCH_BYTES = 2 * 1024 * 1024
-
-# --- push -----------------------------------------------------------------------------
-
-
-@dataclass
-class PushResult:
-    """How sending one bundle went: spans sent, or why it failed."""
-
-    bundle: Path
-    run_id: str | None = None
-    trace_id: str | None = None
-    spans: int = 0
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-def resolve_push_endpoint(endpoint: str | None, protocol: str) -> str:
-    """The argument, else ``$SFTRACE_OTLP_ENDPOINT``, the standard OTEL_EXPORTER_OTLP_*
-    variables, else OpenTelemetry's default (``localhost:4318`` / ``localhost:4317``)."""
-    if endpoint is not None:
-        return normalize_endpoint(endpoint, protocol, source="endpoint")
-    configured = os.environ.get("SFTRACE_OTLP_ENDPOINT", "").strip()
-    if configured:
-        return normalize_endpoint(configured, protocol, source="SFTRACE_OTLP_ENDPOINT")
-    return standard_endpoint(protocol) or default_endpoint(protocol)
-
-
-def push_bundles(
-    bundles: Iterable[str | os.PathLike[str]],
-    *,
-    endpoint: str | None = None,
-    protocol: str | None = None,
-    headers: Mapping[str, str] | str | None = None,
-    timeout: float | None = None,
-) -> list[PushResult]:
-    """Send archived bundles to an OTLP collector, one result per bundle.
-
-    ``endpoint``, ``protocol`` and ``headers`` default like ``configure()``'s (the
-    standard ``OTEL_EXPORTER_OTLP_*`` variables), then to OpenTelemetry's default local
-    collector. ``timeout``: seconds per request (default ``$OTEL_EXPORTER_OTLP_TIMEOUT``
-    or 10). Bundles are loaded and checked first: an unreadable bundle raises
-    ``BundleError`` before anything is sent. Values are sent whole (no payload cap).
-    """
-    resolved_protocol = resolve_protocol(protocol)
-    header_source = "headers"
-    if headers is None:
-        headers = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or os.environ.get(
-            "OTEL_EXPORTER_OTLP_HEADERS"
-        )
-        header_source = "OTEL_EXPORTER_OTLP_HEADERS"
-    settings = OtlpSettings(
-        endpoint=resolve_push_endpoint(endpoint, resolved_protocol),
-        protocol=resolved_protocol,
-        headers=tuple(sorted(parse_headers(headers, source=header_source).items())),
-        timeout_s=timeout if timeout is not None else resolve_timeout(),
-        capture_content=True,
-        max_payload_bytes=None,
-    )
-    loaded = [(Path(path), load_bundle(path)) for path in bundles]
-    exporter = EnrichingSpanExporter(official_exporter(settings), SpanPreparer(), log_once=False)
-    results = []
-    try:
-        for path, bundle in loaded:
-            results.append(_push_one(exporter, path, bundle, settings.endpoint))
-    finally:
-        exporter.shutdown()
-    return results
-
-
-def _push_one(
-    exporter: EnrichingSpanExporter, path: Path, bundle: Bundle, endpoint: str
-) -> PushResult:
-    result = PushResult(path, run_id=bundle.run_id, trace_id=bundle.manifest.trace_id)
-    spans = spans_of_bundle(bundle)
-    with _capture_exporter_logs() as messages:
-        for batch in _batches(bundle.spans, spans):
-            if exporter.export(batch) is not SpanExportResult.SUCCESS:
-                reason = " | ".join(dict.fromkeys(m[:500] for m in messages)) or "no detail"
-                result.error = (
-                    f"sending {str(path)!r} to {endpoint} failed after {result.spans} of "
-                    f"{len(spans)} spans: {reason}; check that a collector listens there "
-                    f"(--endpoint, --protocol) and accepts the request"
-                )
-                return result
-            result.spans += len(batch)
-    return result
-
-
-def _batches(
-    encoded: Sequence[dict[str, Any]], spans: Sequence[ReadableSpan]
-) -> Iterator[list[ReadableSpan]]:
-    batch: list[ReadableSpan] = []
-    size = 0
-    for line, span in zip(encoded, spans, strict=True):
-        weight = len(orjson.dumps(line))
-        if batch and (len(batch) >= PUSH_BATCH_SPANS or size + weight > PUSH_BATCH_BYTES):
-            yield batch
-            batch, size = [], 0
-        batch.append(span)
-        size += weight
-    if batch:
-        yield batch
-
-
-class _ListHandler(logging.Handler):
-    def __init__(self, messages: list[str]) -> None:
-        super().__init__(logging.WARNING)
-        self.messages = messages
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record must not break the push
-            message = str(record.msg)
-        self.messages.append(message.split(" [sftrace OTLP export")[0])
-
-
-@contextmanager
-def _capture_exporter_logs() -> Iterator[list[str]]:
-    """Collect what the official exporters log (their only account of a failure)."""
-    messages: list[str] = []
-    handler = _ListHandler(messages)
-    loggers = [logging.getLogger(name) for name in EXPORTER_LOGGERS]
-    for logger in loggers:
-        logger.addHandler(handler)
-    try:
-        yield messages
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
-
-
-@contextmanager
-def exporter_logs_silenced() -> Iterator[None]:
-    """Keep the exporters' own log lines off stderr (the CLI reports failures itself)."""
-    loggers = [logging.getLogger(name) for name in EXPORTER_LOGGERS]
-    saved = [logger.propagate for logger in loggers]
-    for logger in loggers:
-        logger.propagate = False
-    try:
-        yield
-    finally:
-        for logger, propagate in zip(loggers, saved, strict=True):
-            logger.propagate = propagate
-
-
-def spans_of_bundle(bundle: Bundle) -> list[ReadableSpan]:
-    """The bundle's spans as SDK spans, as they were recorded (aliases restored)."""
-    manifest = bundle.manifest
-    resource = Resource(decode_attributes(manifest.resource.get("attributes") or ()))
-    scope_info = manifest.scope or {}
-    scope = InstrumentationScope(
-        str(scope_info.get("name") or A.INSTRUMENTATION_SCOPE),
-        str(scope_info.get("version") or "") or None,
-    )
-    return [_span_from_json(span, resource, scope) for span in bundle.spans]
-
-
-def _span_from_json(
-    span: dict[str, Any], resource: Resource, scope: InstrumentationScope
-) -> ReadableSpan:
-    trace_id = int(span["traceId"], 16)
-    attributes = decode_attributes(span.get("attributes") or ())
-    if attributes.get(A.KIND) == A.KIND_TOOL:
-        # Recording sets these GenAI aliases on tool spans; bundles leave them out.
-        if A.INPUT in attributes:
-            attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = attributes[A.INPUT]
-        if A.OUTPUT in attributes:
-            attributes[A.GEN_AI_TOOL_CALL_RESULT] = attributes[A.OUTPUT]
-    parent_id = span.get("parentSpanId")
-    status = span.get("status") or {}
-    code = StatusCode(int(status.get("code", 0)))
-    return ReadableSpan(
-        name=str(span["name"]),
-        context=_context(trace_id, span["spanId"]),
-        parent=_context(trace_id, parent_id) if parent_id else None,
-        resource=resource,
-        attributes=attributes,
-        events=tuple(
-            Event(
-                str(event.get("name", "")),
-                decode_attributes(event.get("attributes") or ()),
-                int(event.get("timeUnixNano", 0)),
-            )
-            for event in span.get("events", ())
-        ),
-        links=tuple(
-            Link(
-                _context(int(link["traceId"], 16), link["spanId"]),
-                decode_attributes(link.get("attributes") or ()),
-            )
-            for link in span.get("links", ())
-        ),
-        kind=SpanKind(max(int(span.get("kind", 1)) - 1, 0)),
-        status=Status(code, status.get("message") if code is StatusCode.ERROR else None),
-        start_time=int(span.get("startTimeUnixNano", 0)),
-        end_time=int(span.get("endTimeUnixNano", 0)),
-        instrumentation_scope=scope,
-    )
-
-
-def _context(trace_id: int, span_id: str) -> SpanContext:
-    return SpanContext(trace_id, int(span_id, 16), False, TraceFlags(TraceFlags.SAMPLED))
-
-
-# --- import ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -439,8 +209,11 @@ def _import_run(
     if path.exists() and not overwrite:
         run.problem = f"{path} already exists; pass --overwrite to replace it"
         return run
+    lines, run.problem = _checked_lines(trace_id, spans)
+    if run.problem is not None:
+        return run
     try:
-        _write_bundle(path, trace_id, spans, root, run_id, agent, sources, overwrite)
+        _write_bundle(path, trace_id, lines, root, run_id, agent, sources, overwrite)
         load_bundle(path, verify_integrity=True)
     except BundleError as exc:
         shutil.rmtree(path, ignore_errors=True)
@@ -482,10 +255,30 @@ def _completeness_problem(spans: dict[str, _Found], runs: list[_Found]) -> str |
     return None
 
 
+def _checked_lines(
+    trace_id: str, spans: dict[str, _Found]
+) -> tuple[list[tuple[_Found, dict[str, Any]]], str | None]:
+    """Each span in the shape of a bundle line, checked by the bundle's span validator;
+    or the first problem (the run is then skipped)."""
+    checker = SpanChecker(trace_id, parents_first=False)
+    lines = []
+    for span_id, found in spans.items():
+        try:
+            line = normalize_span(found.span, sftrace_span=A.KIND in found.attributes)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return [], f"span {span_id} is malformed ({exc!r})"
+        problems, _ = checker.check(line)
+        if problems:
+            return [], f"the spans do not form a valid bundle: {problems[0]}"
+        checker.accept(line, found.attributes)
+        lines.append((found, line))
+    return lines, None
+
+
 def _write_bundle(
     path: Path,
     trace_id: str,
-    spans: dict[str, _Found],
+    lines: list[tuple[_Found, dict[str, Any]]],
     root: _Found,
     run_id: str,
     agent: str,
@@ -493,22 +286,19 @@ def _write_bundle(
     overwrite: bool,
 ) -> None:
     start = int(root.span.get("startTimeUnixNano", 0))
-    header = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "trace_id": trace_id,
-        "run_id": run_id,
-        "agent_name": agent,
-        "final_name": path.name,
-        "created_at": utc_iso(start),
-        "environment": _environment(root),
-    }
+    header = journal_header(
+        trace_id,
+        run_id=run_id,
+        agent_name=agent,
+        final_name=path.name,
+        created_at=utc_iso(start),
+    )
+    header["environment"] = _environment(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = BundleWriter(partial_dir_for(path, safe_file_stem(run_id)), header)
     try:
         totals = RunTotals()
-        for found in spans.values():
-            line = normalize_span(found.span, sftrace_span=A.KIND in found.attributes)
+        for found, line in lines:
             seq = found.attributes.get(A.SEQ)
             writer.append(
                 orjson.dumps(line),
@@ -516,6 +306,7 @@ def _write_bundle(
                 seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
             )
             totals.add(found.attributes)
+        names = ", ".join(source.name for source in sources)
         manifest = manifest_from_parts(
             header,
             attributes=root.attributes,
@@ -526,9 +317,8 @@ def _write_bundle(
             resource_attributes=normalize_attributes(root.resource),
             scope=root.scope,
             totals=totals,
+            notes=[f"imported from OTLP/JSON ({names}) on {utc_iso()}"],
         )
-        names = ", ".join(source.name for source in sources)
-        manifest["notes"] = [f"imported from OTLP/JSON ({names}) on {utc_iso()}"]
         writer.finalize(manifest, path, overwrite=overwrite)
     except BaseException:
         writer.discard()
@@ -547,7 +337,7 @@ def _environment(root: _Found) -> dict[str, Any]:
         if key in resource:
             recorded[name] = resource[key]
     recorded["imported_by"] = environment()
-    recorded["imported_at"] = _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z")
+    recorded["imported_at"] = utc_iso()
     return recorded
 
 

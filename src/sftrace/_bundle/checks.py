@@ -1,0 +1,344 @@
+"""The checks of a bundle: the one span validator, digests, manifest/spans consistency.
+
+:class:`SpanChecker` is the only place that says what a valid span line is. Its callers
+decide what a problem costs: loading raises ``BundleError``, recovery drops the journal
+line (and says so in the notes), collector import skips the run (and says why).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sftrace._bundle.files import open_bundle_file, read_bundle_file, short_repr
+from sftrace._bundle.format import CHECKSUMS_FILE, MANIFEST_FILE, MAX_SPANS_BYTES, SPANS_FILE
+from sftrace._bundle.manifest import HEX16, Manifest
+from sftrace._errors import BundleError
+from sftrace._model import attributes as A
+from sftrace._model.calls import Call
+from sftrace._model.otlp_json import decode_attributes, decode_value
+
+_NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never modified)
+_NANOS = re.compile(r"[0-9]{1,19}")
+_SFTRACE_KINDS = (A.KIND_RUN, A.KIND_TOOL, A.KIND_LLM)
+
+
+class SpanChecker:
+    """Checks the span lines of one run, one at a time, against the format's rules.
+
+    ``parents_first``: a span's parent must come before it (a bundle's spans.jsonl);
+    otherwise a parent only needs to be a well-formed span id (a journal, reordered by
+    recovery; a collector's spans, in any order). Each span accepted is remembered, so a
+    repeated span id or ``sftrace.seq`` is a problem of the later line.
+    """
+
+    __slots__ = ("parents", "parents_first", "seqs", "trace_id")
+
+    def __init__(self, trace_id: str, *, parents_first: bool = True) -> None:
+        self.trace_id = trace_id
+        self.parents_first = parents_first
+        self.parents: dict[str, str | None] = {}  # span id -> parent id, in line order
+        self.seqs: set[int] = set()
+
+    def check(self, span: Any) -> tuple[list[str], dict[str, Any]]:
+        """The problems of one parsed line (empty when it is valid) and its decoded
+        attributes. Each problem names the span. Pass a valid span to :meth:`accept`
+        when it is kept."""
+        problems: list[str] = []
+        try:
+            attributes = self._check(span, problems)
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+            problems.append(f"malformed span ({short_repr(exc)})")
+            attributes = {}
+        return problems, attributes
+
+    def accept(self, span: dict[str, Any], attributes: dict[str, Any]) -> None:
+        """Remember a valid span kept: later lines may name it as their parent, and may
+        not repeat its span id or sequence number."""
+        if A.KIND in attributes:
+            self.seqs.add(attributes[A.SEQ])
+        self.parents[span["spanId"]] = span.get("parentSpanId") or None
+
+    def _check(self, span: Any, problems: list[str]) -> dict[str, Any]:
+        if not isinstance(span, dict):
+            problems.append(f"expected a span object, got {type(span).__name__}")
+            return {}
+        span_id = span.get("spanId")
+        if not isinstance(span_id, str) or not HEX16.fullmatch(span_id):
+            problems.append(f"spanId must be 16 lowercase hex digits, got {short_repr(span_id)}")
+            return {}
+        if span.get("traceId") != self.trace_id:
+            problems.append(
+                f"span {span_id} has traceId {short_repr(span.get('traceId'))}, but the run is "
+                f"{self.trace_id!r}"
+            )
+        if span_id in self.parents:
+            problems.append(f"duplicate spanId {span_id}")
+        parent = span.get("parentSpanId") or None
+        if self.parents_first:
+            if parent is not None and parent not in self.parents:
+                problems.append(
+                    f"span {span_id} has parentSpanId {short_repr(parent)}, which does not come "
+                    f"before it in the file (a missing parent, or a cycle)"
+                )
+        elif parent is not None and not (isinstance(parent, str) and HEX16.fullmatch(parent)):
+            problems.append(f"span {span_id}: parentSpanId must be 16 lowercase hex digits")
+        if not isinstance(span.get("name"), str):
+            problems.append(f"span {span_id} has no name")
+        if not _shape_problems(span, span_id, problems):
+            return {}
+        attributes = _decoded_attributes(span, span_id, problems)
+        if attributes is not None and A.KIND in attributes:
+            self._check_boundary(attributes, span_id, parent, problems)
+        return attributes or {}
+
+    def _check_boundary(
+        self, attributes: dict[str, Any], span_id: str, parent: Any, problems: list[str]
+    ) -> None:
+        """The sftrace attributes of a run, tool or LLM span."""
+        kind = attributes[A.KIND]
+        seq = attributes.get(A.SEQ)
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            problems.append(f"span {span_id}: {A.SEQ} must be a non-negative integer")
+        elif seq in self.seqs:
+            problems.append(f"span {span_id}: duplicate {A.SEQ} {seq}")
+        if kind not in _SFTRACE_KINDS:
+            problems.append(f"span {span_id}: unknown {A.KIND} {kind!r}")
+        for key in (A.INPUT, A.OUTPUT):
+            if key in attributes:
+                value = attributes[key]
+                if not isinstance(value, str):
+                    problems.append(f"span {span_id}: {key} must be a JSON string")
+                    continue
+                try:
+                    orjson.loads(value)
+                except orjson.JSONDecodeError as exc:
+                    problems.append(f"span {span_id}: {key} is not valid JSON ({exc})")
+        if kind == A.KIND_RUN and parent is not None:
+            problems.append(f"span {span_id}: the run span must have no parent")
+
+
+def _decoded_attributes(
+    span: dict[str, Any], span_id: str, problems: list[str]
+) -> dict[str, Any] | None:
+    """The span's attributes decoded (the common case, a string value, inlined)."""
+    attributes: dict[str, Any] = {}
+    for item in span.get("attributes", []):
+        value = item.get("value", _NO_VALUE)
+        if type(value) is not dict:
+            problems.append(f"span {span_id}: attribute {short_repr(item.get('key'))} has no value")
+            return None
+        if "stringValue" in value:
+            attributes[item["key"]] = value["stringValue"]
+        else:
+            try:
+                attributes[item["key"]] = decode_value(value)
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                problems.append(
+                    f"span {span_id}: attribute {short_repr(item['key'])} has a malformed value "
+                    f"({short_repr(str(exc), 60)})"
+                )
+                return None
+    return attributes
+
+
+def is_nanos(value: Any) -> bool:
+    """A time in nanoseconds as OTLP/JSON writes it: a decimal string (or an integer)."""
+    if type(value) is str:
+        # Checked on every line of a bundle: string methods rather than the regex
+        # (same rule: 1 to 19 ASCII digits, below 2**63; 18 digits or fewer always are).
+        return (
+            0 < len(value) <= 19
+            and value.isascii()
+            and value.isdigit()
+            and (len(value) < 19 or int(value) < 1 << 63)
+        )
+    if isinstance(value, str):
+        return _NANOS.fullmatch(value) is not None and int(value) < 1 << 63
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
+
+
+def _shape_problems(span: dict[str, Any], span_id: str, problems: list[str]) -> bool:
+    """The OTLP/JSON fields readers rely on have the types the format says; False when
+    the attributes cannot even be read."""
+    for key in ("startTimeUnixNano", "endTimeUnixNano"):
+        if key in span and not is_nanos(span[key]):
+            problems.append(f"span {span_id}: {key} must be a time in nanoseconds")
+    kind = span.get("kind", 1)
+    if not isinstance(kind, int) or isinstance(kind, bool) or not 0 <= kind <= 5:
+        problems.append(f"span {span_id}: kind must be an integer from 0 to 5")
+    if not isinstance(span.get("status", {}), dict):
+        problems.append(f"span {span_id}: status must be an object")
+    readable = _attribute_list_problems(span.get("attributes", []), f"span {span_id}", problems)
+    events = span.get("events", [])
+    if not isinstance(events, list):
+        problems.append(f"span {span_id}: events must be a list")
+        events = []
+    for index, event in enumerate(events):
+        where = f"span {span_id}: event {index}"
+        if not isinstance(event, dict) or not isinstance(event.get("name"), str):
+            problems.append(f"{where} must be an object with a name")
+            continue
+        if "timeUnixNano" in event and not is_nanos(event["timeUnixNano"]):
+            problems.append(f"{where}: timeUnixNano must be a time in nanoseconds")
+        _attribute_list_problems(event.get("attributes", []), where, problems)
+    links = span.get("links", [])
+    if not isinstance(links, list) or (links and not all(isinstance(link, dict) for link in links)):
+        problems.append(f"span {span_id}: links must be a list of objects")
+    return readable
+
+
+def _attribute_list_problems(items: Any, where: str, problems: list[str]) -> bool:
+    if not isinstance(items, list):
+        problems.append(f"{where}: attributes must be a list")
+        return False
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            problems.append(f"{where}: each attribute must be an object with a string key")
+            return False
+        if not isinstance(item.get("value", {}), dict):
+            problems.append(f"{where}: attribute {short_repr(item['key'])} has no value object")
+            return False
+    return True
+
+
+# --- integrity ----------------------------------------------------------------------
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def checksums_text(digests: dict[str, str]) -> bytes:
+    """``checksums.sha256`` as sftrace writes it: sorted ``<sha256>  <name>`` lines."""
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(digests.items())).encode()
+
+
+def parse_checksums(raw: bytes, display: str) -> tuple[dict[str, str] | None, list[str]]:
+    """The digests ``checksums.sha256`` lists (name -> sha256; None when it is not even
+    text) and its problems."""
+    problems: list[str] = []
+    expected: dict[str, str] = {}
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None, [f"{display}: not ASCII text"]
+    if not text.endswith("\n"):
+        problems.append(f"{display}: truncated (no newline at the end)")
+    for number, line in enumerate(
+        text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"), start=1
+    ):
+        digest, sep, name = line.partition("  ")
+        if (
+            not sep
+            or len(digest) != 64
+            or not re.fullmatch(r"[0-9a-f]+", digest)
+            or not _PLAIN_NAME.fullmatch(name)
+            or name in expected
+        ):
+            problems.append(f"{display}:{number}: malformed line {short_repr(line)}")
+            continue
+        expected[name] = digest
+    if not problems and raw != checksums_text(expected):
+        # Every line parsed, yet the file is not exactly what a writer produces (order,
+        # line endings): it was edited.
+        problems.append(
+            f"{display}: not in the form sftrace writes (sorted '<sha256>  <name>' lines)"
+        )
+    return expected, problems
+
+
+def integrity_problems(root: Path) -> list[str]:
+    """Compare every file of the bundle with ``checksums.sha256``; return the problems.
+
+    Digests show that a bundle changed after it was written; they are not a signature:
+    whoever can change the files can also rewrite the digests.
+    """
+    display = str(root / CHECKSUMS_FILE)
+    expected, problems = parse_checksums(
+        read_bundle_file(root, CHECKSUMS_FILE, 1024 * 1024), display
+    )
+    if expected is None:
+        return problems
+    for name in (MANIFEST_FILE, SPANS_FILE):
+        if name not in expected:
+            problems.append(f"{display}: no digest for {name}")
+    try:
+        present = {entry.name for entry in root.iterdir()} - {CHECKSUMS_FILE}
+    except OSError as exc:
+        raise BundleError(
+            f"{root}: cannot list it ({exc.strerror or exc})", path=str(root)
+        ) from None
+    for extra in sorted(present - set(expected)):
+        problems.append(f"{root / extra}: file not listed in {CHECKSUMS_FILE}")
+    for name, digest in sorted(expected.items()):
+        try:
+            actual = _sha256(root, name)
+        except BundleError as exc:
+            problems.append(str(exc))
+            continue
+        if actual != digest:
+            problems.append(
+                f"{root / name}: digest mismatch (expected {digest[:16]}..., got "
+                f"{actual[:16]}...): the file changed after the bundle was written"
+            )
+    return problems
+
+
+def _sha256(root: Path, name: str) -> str:
+    fd, _ = open_bundle_file(root, name, MAX_SPANS_BYTES)
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise BundleError(
+            f"{root / name}: cannot be read ({exc.strerror or exc})", path=str(root / name)
+        ) from None
+    return digest.hexdigest()
+
+
+# --- consistency --------------------------------------------------------------------
+
+
+def consistency_problems(
+    manifest: Manifest,
+    display: str,
+    *,
+    span_count: int,
+    calls: Sequence[Call],
+    run_span: dict[str, Any],
+) -> list[str]:
+    """Disagreements between the manifest (``display``) and the spans (e.g. a span line
+    deleted): the totals, the root span id and the run id."""
+    problems = []
+    counted = {
+        "spans": span_count,
+        "tool_calls": sum(1 for call in calls if call.kind == A.KIND_TOOL),
+        "llm_calls": sum(1 for call in calls if call.kind == A.KIND_LLM),
+    }
+    for field_name, actual in counted.items():
+        declared = getattr(manifest.totals, field_name)
+        if declared != actual:
+            problems.append(
+                f"{display}: totals.{field_name} is {declared}, but {SPANS_FILE} holds {actual}"
+            )
+    run_span_id = run_span.get("spanId")
+    if manifest.root_span_id is not None and manifest.root_span_id != run_span_id:
+        problems.append(
+            f"{display}: root_span_id is {manifest.root_span_id!r}, but the run span in "
+            f"{SPANS_FILE} is {run_span_id!r}"
+        )
+    run_attributes = decode_attributes(run_span.get("attributes", []))
+    span_run_id = run_attributes.get(A.RUN_ID)
+    if span_run_id is not None and span_run_id != manifest.run_id:
+        problems.append(
+            f"{display}: run_id is {manifest.run_id!r}, but the run span in {SPANS_FILE} "
+            f"says {span_run_id!r}"
+        )
+    return problems

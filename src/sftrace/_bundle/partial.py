@@ -1,0 +1,194 @@
+"""Unfinished recordings: finding the one a path designates, and reading it.
+
+While a run is recorded, its bundle lives in a hidden sibling directory
+``.<name>.<run_id>.partial/`` holding ``header.json`` (which run this is, and the run
+span as it started) and ``journal.jsonl`` (one span per line, written as each span
+ends). A run killed by SIGKILL, an out-of-memory kill or a power cut leaves that
+directory behind; :func:`read_partial` turns it back into a run (see ``rebuild``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sftrace._bundle.checks import parse_checksums
+from sftrace._bundle.files import read_optional_file
+from sftrace._bundle.format import (
+    BUNDLE_SUFFIX,
+    CHECKSUMS_FILE,
+    FORMAT_NAME,
+    HEADER_FILE,
+    JOURNAL_FILE,
+    MANIFEST_FILE,
+    MAX_MANIFEST_BYTES,
+    MAX_SPANS_BYTES,
+    PARTIAL_SUFFIX,
+    SPANS_FILE,
+)
+from sftrace._bundle.manifest import HEX32, Manifest
+from sftrace._bundle.reader import spans_from_data
+from sftrace._bundle.rebuild import Recovered, rebuild
+from sftrace._errors import BundleError
+
+# --- finding unfinished recordings ---------------------------------------------------
+
+
+def is_partial(path: Path) -> bool:
+    """True for the directory of an unfinished recording (it holds a header or journal)."""
+    return path.is_dir() and (
+        (path / HEADER_FILE).exists()
+        or (path / JOURNAL_FILE).exists()
+        or (path.name.startswith(".") and path.name.endswith(PARTIAL_SUFFIX))
+    )
+
+
+def unfinished_recordings(path: Path) -> list[Path]:
+    """Unfinished recordings for ``path``: itself, the ones meant to become the bundle
+    ``path``, or (for a directory of bundles) every one inside it. Newest first."""
+    if is_partial(path):
+        return [path]
+    found: list[Path] = []
+    parent = path.parent
+    if parent.is_dir():
+        found = [p for p in parent.glob(f".{_glob_escape(path.name)}.*{PARTIAL_SUFFIX}")]
+    if not found and path.is_dir() and not (path / MANIFEST_FILE).exists():
+        found = [p for p in path.glob(f".*{PARTIAL_SUFFIX}")]
+    found = [p for p in found if p.is_dir() and not p.is_symlink() and _is_recording(p)]
+    return sorted(found, key=_mtime, reverse=True)
+
+
+def _is_recording(path: Path) -> bool:
+    # Skip what place_directory leaves while replacing a bundle, and our own temp dirs.
+    name = path.name
+    return not name.endswith(f".replaced{PARTIAL_SUFFIX}") and ".recovering-" not in name
+
+
+def _glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def find_partial(path: Path) -> Path | None:
+    """The one unfinished recording ``path`` designates, or None if it designates none.
+
+    Raises ``BundleError`` when several match (the caller must choose one).
+    """
+    if path.exists() and not is_partial(path):
+        return None  # a finished bundle (or not a bundle): the normal loader decides
+    candidates = unfinished_recordings(path)
+    if not candidates:
+        return None
+    if len(candidates) > 1:
+        listed = ", ".join(repr(str(c)) for c in candidates[:5])
+        raise BundleError(
+            f"{str(path)!r} matches {len(candidates)} unfinished recordings ({listed}); "
+            f"pass the one to use",
+            path=str(path),
+        )
+    return candidates[0]
+
+
+# --- reading one ---------------------------------------------------------------------
+
+
+def read_partial(partial: Path) -> Recovered:
+    """Rebuild the run left in ``partial``; raise ``BundleError`` when nothing can be."""
+    display = str(partial)
+    try:
+        info = os.lstat(partial)
+    except OSError as exc:
+        raise BundleError(f"{display}: cannot read it ({exc.strerror})", path=display) from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise BundleError(
+            f"{display}: not an unfinished recording (an unfinished recording is a "
+            f"directory holding {HEADER_FILE} and {JOURNAL_FILE})",
+            path=display,
+        )
+    finished = _finished_bundle(partial)
+    if finished is not None:
+        return finished
+    return rebuild(partial, _read_header(partial))
+
+
+def _read_header(partial: Path) -> dict[str, Any]:
+    path = partial / HEADER_FILE
+    display = str(path)
+    data = read_optional_file(path, MAX_MANIFEST_BYTES)
+    if data is None:
+        raise BundleError(
+            f"{display}: missing; without it the run cannot be identified (the journal is "
+            f"kept, nothing was changed)",
+            path=display,
+        )
+    try:
+        header = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BundleError(f"{display}: invalid JSON: {exc}", path=display) from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise BundleError(f"{display}: not an sftrace journal header", path=display)
+    trace_id = header.get("trace_id")
+    if not (isinstance(trace_id, str) and HEX32.fullmatch(trace_id)):
+        raise BundleError(
+            f"{display}: trace_id must be 32 lowercase hex digits, got {trace_id!r}",
+            path=display,
+        )
+    return header
+
+
+def _finished_bundle(partial: Path) -> Recovered | None:
+    """A bundle that was complete inside ``partial`` (only its final rename was missed)."""
+    checksums = read_optional_file(partial / CHECKSUMS_FILE, 1024 * 1024)
+    manifest_bytes = read_optional_file(partial / MANIFEST_FILE, MAX_MANIFEST_BYTES)
+    if checksums is None or manifest_bytes is None or not (partial / SPANS_FILE).is_file():
+        return None
+    expected, _ = parse_checksums(checksums, str(partial / CHECKSUMS_FILE))
+    try:
+        spans = read_optional_file(partial / SPANS_FILE, MAX_SPANS_BYTES) or b""
+    except BundleError:
+        return None
+    if (
+        expected is None
+        or expected.get(MANIFEST_FILE) != hashlib.sha256(manifest_bytes).hexdigest()
+        or expected.get(SPANS_FILE) != hashlib.sha256(spans).hexdigest()
+    ):
+        return None  # a bundle being written when the process died: use the journal
+    try:
+        manifest = Manifest.from_json(orjson.loads(manifest_bytes), str(partial / MANIFEST_FILE))
+        bundle = spans_from_data(None, manifest, spans, str(partial))
+    except (BundleError, orjson.JSONDecodeError):
+        return None
+    manifest = manifest.with_notes(
+        [
+            *manifest.notes,
+            "the run ended and its bundle was complete; only the final rename into place "
+            "was interrupted",
+        ]
+    )
+    return Recovered(
+        source=partial,
+        manifest=manifest,
+        lines=[line for line in spans.split(b"\n") if line],
+        final_name=_final_name_from_partial(partial, manifest),
+        calls=len(bundle.calls),
+    )
+
+
+def _final_name_from_partial(partial: Path, manifest: Manifest) -> str:
+    name = partial.name
+    run_id = manifest.run_id
+    suffix = f".{run_id}{PARTIAL_SUFFIX}"
+    if name.startswith(".") and run_id and name.endswith(suffix):
+        return name[1 : -len(suffix)]
+    return f"{manifest.agent_name}-{run_id}{BUNDLE_SUFFIX}"
