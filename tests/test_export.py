@@ -173,3 +173,67 @@ def test_long_literals_are_one_item_a_line() -> None:
         '    "items": [1, 2],',
         "}",
     ]
+
+
+QUOTA_AGENT = """\
+from sftrace import trace_tool
+
+
+class QuotaExceeded(Exception):
+    pass
+
+
+@trace_tool
+def search(query):
+    raise QuotaExceeded("monthly quota used")
+
+
+def buggy(query):
+    return search(query)
+
+
+def fixed(query):
+    try:
+        return search(query)
+    except QuotaExceeded:
+        return "try again tomorrow"
+"""
+
+
+def test_exported_test_of_a_custom_failure_judges_the_agent_not_a_divergence(
+    pytester: pytest.Pytester,
+) -> None:
+    """A recorded failure with the agent's own exception class: the exported test fails
+    on the buggy agent with the status finding (not REPLAY_DIVERGED) and passes once the
+    agent's `except QuotaExceeded:` handles the replayed failure."""
+    import importlib
+    import sys
+
+    import sftrace
+
+    name = f"quota_agent_{id(pytester) % 100_000}"
+    (pytester.path / f"{name}.py").write_text(QUOTA_AGENT)
+    sys.path.insert(0, str(pytester.path))
+    try:
+        agent = importlib.import_module(name)
+    finally:
+        sys.path.remove(str(pytester.path))
+    bundle = pytester.path / "quota.sftrace"
+    with (
+        pytest.raises(agent.QuotaExceeded),
+        sftrace.record("quota-agent", output=bundle, run_input="flights") as session,
+    ):
+        session.set_output(agent.buggy("flights"))
+    (pytester.path / "expected.json").write_text(json.dumps("try again tomorrow"))
+    export = ["export", bundle, "--pytest", "--expect-output", "expected.json"]
+    exported = invoke(*export, "-e", f"{name}:buggy", "-o", "tests/test_quota.py")
+    assert exported.exit_code == 0, exported.output
+    failing = _run(pytester)
+    failing.assert_outcomes(failed=1)
+    assert "REPLAY_DIVERGED" not in failing.stdout.str()
+    failing.stdout.fnmatch_lines(
+        ["*STATUS_CHANGED: run status changed: expected completed, replayed failed*"]
+    )
+    fixed = invoke(*export, "-e", f"{name}:fixed", "-o", "tests/test_quota.py", "--overwrite")
+    assert fixed.exit_code == 0, fixed.output
+    _run(pytester).assert_outcomes(passed=1)

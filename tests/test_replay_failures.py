@@ -268,3 +268,23 @@ def test_a_real_keyboard_interrupt_of_the_replaying_process_propagates(tmp_path:
 
     with pytest.raises(KeyboardInterrupt):
         replay_run(bundle, interrupted)
+
+
+def test_lookup_never_triggers_a_lazy_module_getattr() -> None:
+    """A recorded name is looked up in what imported modules hold: a package's lazy
+    ``__getattr__`` (which could import a module the bundle names) is never called."""
+    asked: list[str] = []
+    module = types.ModuleType("lazy_errors")
+
+    def lazy(name: str) -> Any:
+        asked.append(name)
+        raise AttributeError(name)
+
+    module.__getattr__ = lazy  # type: ignore[method-assign]
+    sys.modules[module.__name__] = module
+    try:
+        rebuilt = rebuild_exception(CallFailure(type="lazy_errors.Thing", message="m"))
+    finally:
+        del sys.modules[module.__name__]
+    assert type(rebuilt) is RecordedDependencyError
+    assert asked == []

@@ -72,9 +72,14 @@ def _imported(qualified: str) -> Any:
         module = sys.modules.get(".".join(parts[:split]))
         if module is None:
             continue
+        # Only what the module and classes already hold (their __dict__): a module-level
+        # __getattr__ (a lazily importing package) is never triggered.
         target: Any = module
         for name in parts[split:]:
-            target = getattr(target, name, None)
+            try:
+                target = vars(target).get(name)
+            except TypeError:  # an object without a __dict__
+                return None
             if target is None:
                 return None
         return target

@@ -47,7 +47,7 @@ def _rebuild(package: str, failure: CallFailure) -> BaseException | None:
     sdk = sys.modules.get(package)
     if sdk is None or not failure.type.startswith(prefix):
         return None
-    cls = getattr(sdk, failure.type[len(prefix) :], None)
+    cls = vars(sdk).get(failure.type[len(prefix) :])  # never the SDK's lazy __getattr__
     status_error = getattr(sdk, "APIStatusError", None)
     connection_error = getattr(sdk, "APIConnectionError", None)
     http = _httpx(package)
