@@ -8,7 +8,9 @@ Values are converted to JSON before they are stored on a span:
   strings, ``timedelta`` as seconds;
 - ``bytes`` as base64 text (of the bytes as the registered bytes filter leaves them:
   recording redacts the text of bytes holding UTF-8 before encoding);
-- sets as arrays sorted by their canonical JSON;
+- sets and frozensets as arrays sorted by the canonical JSON of their items (a total
+  order over mixed types, independent of the hash seed), also inside pydantic models,
+  dataclasses and nested containers;
 - anything else through the ``serializer=`` hook (``serializer(value)`` returns a
   JSON-compatible value or raises ``TypeError``), else ``TraceSerializationError``.
 
@@ -50,38 +52,147 @@ def register_bytes_filter(bytes_filter: Callable[[bytes], bytes] | None) -> None
     _bytes_filter = bytes_filter
 
 
-def _builtin_default(value: Any) -> Any:
-    """Conversions orjson does not do natively (called only for unknown types)."""
+_UNKNOWN = object()
+
+
+def _known(value: Any, default: Callable[[Any], Any]) -> Any:
+    """Conversions orjson does not do natively, or ``_UNKNOWN``.
+
+    ``default`` converts the elements of a set to find their order.
+    """
     model_dump = getattr(value, "model_dump", None)
     if model_dump is not None and callable(model_dump):  # pydantic v2 models
-        return model_dump(mode="json")
+        return _dump_model(value)
     if isinstance(value, bytes | bytearray | memoryview):
         data = bytes(value)
         if _bytes_filter is not None:
             data = _bytes_filter(data)
         return base64.b64encode(data).decode("ascii")
     if isinstance(value, set | frozenset):
-        return sorted(value, key=lambda item: orjson.dumps(item, default=_builtin_default))
+        return sorted(value, key=lambda item: orjson.dumps(item, default=default, option=_OPTIONS))
     if isinstance(value, decimal.Decimal | pathlib.PurePath):
         return str(value)
     if isinstance(value, _dt.timedelta):
         return value.total_seconds()
     if isinstance(value, Mapping):
         return dict(value)
-    raise TypeError(f"{type(value).__qualname__} is not JSON serializable")
+    return _UNKNOWN
 
 
 def _make_default(serializer: Serializer | None) -> Callable[[Any], Any]:
-    if serializer is None:
-        return _builtin_default
-
     def default(value: Any) -> Any:
-        try:
-            return _builtin_default(value)
-        except TypeError:
-            return serializer(value)
+        converted = _known(value, default)
+        if converted is not _UNKNOWN:
+            return converted
+        if serializer is None:
+            raise TypeError(f"{type(value).__qualname__} is not JSON serializable")
+        return serializer(value)
 
     return default
+
+
+_builtin_default = _make_default(None)
+
+
+# -- sets inside pydantic models --------------------------------------------------------
+# model_dump(mode="json") turns a set into a list in iteration (hash) order. The same
+# model dumped in python mode still holds the sets, in the same order: walking both side
+# by side finds the lists that were sets, and sorts them.
+
+_MAY_HOLD_SETS = frozenset(
+    {"set", "frozenset", "any", "is-instance", "function-plain", "function-wrap", "callable"}
+)
+_models_with_sets: dict[type, bool] = {}
+
+
+def _dump_model(model: Any) -> Any:
+    dumped = model.model_dump(mode="json")
+    cls = type(model)
+    may_hold = _models_with_sets.get(cls)
+    if may_hold is None:
+        may_hold = _models_with_sets[cls] = _schema_may_hold_sets(
+            getattr(cls, "__pydantic_core_schema__", None)
+        )
+    if not may_hold:
+        return dumped
+    try:
+        python = model.model_dump(mode="python")
+    except Exception:  # a serializer that works for JSON only: keep pydantic's order
+        return dumped
+    return _sort_sets(python, dumped)
+
+
+def _schema_may_hold_sets(schema: Any) -> bool:
+    """Whether a pydantic core schema can serialize a set (unknown schemas: yes)."""
+    if schema is None:
+        return True
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") in _MAY_HOLD_SETS:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return False
+
+
+def _sort_sets(python: Any, dumped: Any) -> Any:
+    """``dumped`` (JSON) with the lists that are sets in ``python`` sorted.
+
+    The python-mode dump holds copies of the sets, which may iterate in another order
+    than the JSON lists: a set's items are paired with nothing, just sorted. Items that
+    hold sets themselves (a frozenset of frozensets) are converted from python mode.
+    """
+    if isinstance(python, set | frozenset):
+        if not isinstance(dumped, list) or len(dumped) != len(python):
+            return dumped
+        if any(_holds_set(item) for item in python):
+            dumped = [_python_to_json(item) for item in python]
+        return sorted(dumped, key=_json_key)
+    if isinstance(python, dict):
+        if not isinstance(dumped, dict) or len(dumped) != len(python):
+            return dumped
+        return {
+            key: _sort_sets(p, d)
+            for p, (key, d) in zip(python.values(), dumped.items(), strict=True)
+        }
+    if isinstance(python, list | tuple):
+        if not isinstance(dumped, list) or len(dumped) != len(python):
+            return dumped
+        return [_sort_sets(p, d) for p, d in zip(python, dumped, strict=True)]
+    return dumped
+
+
+def _holds_set(value: Any) -> bool:
+    if isinstance(value, set | frozenset):
+        return True
+    if isinstance(value, tuple | list):
+        return any(_holds_set(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_set(item) for item in value.values())
+    return False
+
+
+def _python_to_json(value: Any) -> Any:
+    """A python-mode dumped value as JSON (pydantic's conversions), every set sorted."""
+    from pydantic_core import to_jsonable_python
+
+    def ordered(item: Any) -> Any:
+        if isinstance(item, set | frozenset):
+            return sorted((_python_to_json(i) for i in item), key=_json_key)
+        if isinstance(item, tuple | list):
+            return [ordered(i) for i in item]
+        if isinstance(item, dict):
+            return {key: ordered(i) for key, i in item.items()}
+        return item
+
+    return to_jsonable_python(ordered(value))
+
+
+def _json_key(value: Any) -> bytes:
+    return orjson.dumps(value, option=_OPTIONS)
 
 
 def dumps(
@@ -151,11 +262,13 @@ def _convert(value: Any, serializer: Serializer | None, path: str, depth: int) -
         return value.isoformat()
     if isinstance(value, uuid.UUID):
         return str(value)
-    try:
-        converted = _builtin_default(value)
-    except TypeError:
+    if isinstance(value, set | frozenset):  # sorted by the JSON of the converted items
+        items = [_convert(item, serializer, f"{path}[]", depth + 1) for item in value]
+        return sorted(items, key=_json_key)
+    converted = _known(value, _make_default(serializer))
+    if converted is _UNKNOWN:
         if serializer is None:
-            raise _error(path, value, "it is not JSON-serializable") from None
+            raise _error(path, value, "it is not JSON-serializable")
         try:
             converted = serializer(value)
         except TypeError as exc:
