@@ -25,7 +25,7 @@ from sftrace._model.serialize import dumps, to_json
 
 SEEDS = ("1", "2", "3")
 
-AGENT = '''
+AGENT = """
 import dataclasses, enum, sys
 from typing import Any
 import pydantic
@@ -98,7 +98,7 @@ else:
         agent()
     session.verify_complete()
     assert session.divergence is None, session.divergence
-'''
+"""
 
 
 def _run(tmp_path: Path, seed: str, *args: str) -> None:
@@ -133,7 +133,7 @@ def test_recording_and_replay_under_different_hash_seeds_match(tmp_path: Path) -
     assert notice["n"]["anything"]["y"] == sorted(notice["n"]["anything"]["y"])
 
 
-VALUES = '''
+VALUES = """
 import dataclasses, sys
 import pydantic
 from sftrace._model.serialize import dumps, to_json
@@ -161,7 +161,7 @@ for value in values:
     print(dumps(value))
     print(dumps(value, sort_keys=False))
     print(dumps(to_json(value)))
-'''
+"""
 
 
 def test_dumps_is_the_same_text_under_every_hash_seed(tmp_path: Path) -> None:
@@ -241,3 +241,13 @@ def test_a_set_of_values_needing_the_serializer_is_sorted(sort_keys: bool) -> No
 
     text = dumps({Point(3), Point(1), Point(2)}, serializer=serializer, sort_keys=sort_keys)
     assert json.loads(text) == [{"x": 1}, {"x": 2}, {"x": 3}]
+
+
+def test_a_model_with_a_field_named_type_serializes() -> None:
+    """Schema keys that are field names (``type``) do not confuse the set detection."""
+
+    class Block(pydantic.BaseModel):
+        type: dict[str, int]
+        tags: set[str]
+
+    assert dumps(Block(type={"a": 1}, tags={"y", "x"})) == '{"tags":["x","y"],"type":{"a":1}}'

@@ -130,7 +130,8 @@ def _schema_may_hold_sets(schema: Any) -> bool:
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if node.get("type") in _MAY_HOLD_SETS:
+            kind = node.get("type")  # a schema's type, or a field named "type"
+            if isinstance(kind, str) and kind in _MAY_HOLD_SETS:
                 return True
             stack.extend(node.values())
         elif isinstance(node, list | tuple):
