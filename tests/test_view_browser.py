@@ -188,3 +188,18 @@ def test_suite_index_links_to_each_case_page(browser: Any, tmp_path: Path) -> No
         assert "My headphones stopped working" in page.locator(".right").inner_text()
         assert all(url.startswith(report.resolve().as_uri()) for url in loaded.requests)
         assert loaded.errors == []
+
+
+def test_notebook_display_renders_inside_its_frame(browser: Any, tmp_path: Path) -> None:
+    """A Bundle's _repr_html_ (what Jupyter shows) is the page in a sandboxed frame."""
+    snippet = sftrace.load_bundle(OUTSIDE)._repr_html_()
+    assert snippet is not None
+    notebook = write_page(tmp_path / "notebook.html", f"<!DOCTYPE html><body>{snippet}</body>")
+    page = browser.new_page()
+    try:
+        page.goto(notebook.as_uri())
+        frame = page.frames[1]
+        frame.wait_for_selector("html[data-ready='1']")
+        assert frame.locator(".vp .row").count() == 4
+    finally:
+        page.close()

@@ -169,6 +169,7 @@ def open_page(
     """Open the page at ``path`` and wait until its script has built it."""
     page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(10_000)
+    page.set_default_navigation_timeout(120_000)
     loaded = Loaded(page, path.resolve().as_uri())
     page.on("request", lambda request: loaded.requests.append(request.url))
     page.on("pageerror", lambda error: loaded.errors.append(str(error)))

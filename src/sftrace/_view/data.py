@@ -172,18 +172,28 @@ def _nanos(span: dict[str, Any], key: str) -> int:
         return 0
 
 
+# A span of the waterfall before it is placed: start (ns), parent span id, id, its row.
+_Node = tuple[int, str | None, str, dict[str, Any]]
+
+
 def build_run(bundle: Bundle, values: Values) -> dict[str, Any]:
     """The payload of a recorded run's page: header, and the spans as a waterfall.
 
     Rows come in tree order (children by start time), each with its depth, start and
     duration in milliseconds from the run's start; state changes are rows under the run.
     """
-    run_span = bundle.run_span
-    run_id = run_span["spanId"]
-    start0 = _nanos(run_span, "startTimeUnixNano")
+    rows = _waterfall(bundle.run_span, _run_row(bundle, values), _nodes(bundle, values))
+    total = 0.0
+    for row in rows:
+        total = max(total, row["s"] + row["dur"])
+    return {"page": "run", "header": run_header(bundle), "rows": rows, "total_ms": total}
+
+
+def _nodes(bundle: Bundle, values: Values) -> list[_Node]:
+    """Every span but the run's (calls, the application's own spans) and state changes."""
+    run_id = bundle.run_span["spanId"]
     calls = {call.span_id: call for call in bundle.calls}
-    # (start, parent, node) for every span but the run; nodes are the rows' dicts
-    nodes: list[tuple[int, str | None, str, dict[str, Any]]] = []
+    nodes: list[_Node] = []
     for call in bundle.calls:
         row = call_detail(call, values)
         row["k"] = call.kind
@@ -193,13 +203,14 @@ def build_run(bundle: Bundle, values: Values) -> dict[str, Any]:
             span_id = span["spanId"]
             if span_id in calls or span_id == run_id:
                 continue
-            attributes = decode_attributes(span.get("attributes", ()))
-            row = {"k": "span", "name": span["name"], "label": span["name"]}
-            row["attrs"] = values.add(attributes)
-            row["dur"] = round(
-                max(0, _nanos(span, "endTimeUnixNano") - _nanos(span, "startTimeUnixNano")) / 1e6, 3
-            )
             start = _nanos(span, "startTimeUnixNano")
+            row = {
+                "k": "span",
+                "name": span["name"],
+                "label": span["name"],
+                "dur": round(max(0, _nanos(span, "endTimeUnixNano") - start) / 1e6, 3),
+                "attrs": values.add(decode_attributes(span.get("attributes", ()))),
+            }
             nodes.append((start, span.get("parentSpanId") or None, span_id, row))
     for index, change in enumerate(bundle.state_changes):
         row = {
@@ -211,8 +222,14 @@ def build_run(bundle: Bundle, values: Values) -> dict[str, Any]:
             "after": values.add(change.after),
         }
         nodes.append((change.time_ns, run_id, f"state-{index}", row))
-    run_row = _run_row(bundle, values)
-    children: dict[str | None, list[tuple[int, int, str, dict[str, Any]]]] = defaultdict(list)
+    return nodes
+
+
+def _waterfall(run_span: dict[str, Any], run_row: dict[str, Any], nodes: list[_Node]) -> list[Any]:
+    """The rows in tree order (depth first, children by start time), with depth and start."""
+    run_id = run_span["spanId"]
+    start0 = _nanos(run_span, "startTimeUnixNano")
+    children: dict[str, list[tuple[int, int, str, dict[str, Any]]]] = defaultdict(list)
     for order, (start, parent, node_id, row) in enumerate(nodes):
         children[parent if parent is not None else run_id].append((start, order, node_id, row))
     rows: list[dict[str, Any]] = []
@@ -235,10 +252,7 @@ def build_run(bundle: Bundle, values: Values) -> dict[str, Any]:
             if node_id not in seen:
                 row["d0"], row["s"] = 1, round(max(0, start - start0) / 1e6, 3)
                 rows.append(row)
-    total = 0.0
-    for row in rows:
-        total = max(total, row["s"] + row["dur"])
-    return {"page": "run", "header": run_header(bundle), "rows": rows, "total_ms": total}
+    return rows
 
 
 def _run_row(bundle: Bundle, values: Values) -> dict[str, Any]:
@@ -368,66 +382,32 @@ def build_compare(
 
     ``actions`` maps a baseline call number to what a replay did with it (action, tier).
     """
-    by_number_b = {call.seq: call for call in baseline_calls or ()}
-    by_number_c = {call.seq: call for call in candidate_calls or ()}
-    run_row: dict[str, Any] = {
-        "st": "run",
-        "b": {"label": "run", "status": report.baseline.status, "failure": report.baseline.failure},
-        "c": {
-            "label": "run",
-            "status": report.candidate.status,
-            "failure": report.candidate.failure,
-        },
-        "f": [],
-    }
-    if baseline_output[0]:
-        run_row["b"]["out"] = values.add(baseline_output[1])
-    if candidate_output[0]:
-        run_row["c"]["out"] = values.add(candidate_output[1])
-    rows: list[dict[str, Any]] = [run_row]
-    where: dict[tuple[int | None, int | None], int] = {}
+    calls = (
+        {call.seq: call for call in baseline_calls or ()},
+        {call.seq: call for call in candidate_calls or ()},
+    )
+    rows: list[dict[str, Any]] = [_run_sides(report, values, baseline_output, candidate_output)]
     for aligned in report.alignment:
         row: dict[str, Any] = {"st": aligned.status, "f": []}
-        for side, ref, calls in (
-            ("b", aligned.baseline, by_number_b),
-            ("c", aligned.candidate, by_number_c),
+        for side, ref, by_number in (
+            ("b", aligned.baseline, calls[0]),
+            ("c", aligned.candidate, calls[1]),
         ):
-            if ref is None:
-                continue
-            call = calls.get(ref.number)
-            row[side] = (
-                call_detail(call, values)
-                if call is not None
-                else _ref_detail(ref.number, ref.kind, ref.name, ref.provider)
-            )
+            if ref is not None:
+                call = by_number.get(ref.number)
+                row[side] = (
+                    call_detail(call, values)
+                    if call is not None
+                    else _ref_detail(ref.number, ref.kind, ref.name, ref.provider)
+                )
         if actions is not None and aligned.baseline is not None:
             action, tier = actions.get(aligned.baseline.number, ("unused", None))
             row["act"] = action
             if tier is not None:
                 row["tier"] = tier
-        b_number = aligned.baseline.number if aligned.baseline else None
-        c_number = aligned.candidate.number if aligned.candidate else None
-        where[(b_number, c_number)] = len(rows)
-        if b_number is not None:
-            where.setdefault((b_number, None), len(rows))
-        if c_number is not None:
-            where.setdefault((None, c_number), len(rows))
         rows.append(row)
-    findings = []
-    for index, finding in enumerate(report.findings):
-        findings.append(_finding(finding, values))
-        b_number = finding.baseline_call.number if finding.baseline_call else None
-        c_number = finding.candidate_call.number if finding.candidate_call else None
-        target = where.get((b_number, c_number))
-        if target is None:
-            target = where.get((b_number, None)) if b_number is not None else None
-        if target is None and c_number is not None:
-            target = where.get((None, c_number))
-        rows[target if target is not None else 0]["f"].append(index)
-    for row in rows:
-        severities = [findings[index]["severity"] for index in row["f"]]
-        if severities:
-            row["sev"] = min(severities, key=lambda level: _SEVERITY_RANK.get(level, 3))
+    findings = [_finding(finding, values) for finding in report.findings]
+    _attach_findings(report, rows, findings)
     return {
         "page": "compare",
         "verdict": report.verdict.value,
@@ -441,6 +421,53 @@ def build_compare(
         "findings": findings,
         "rows": rows,
     }
+
+
+def _run_sides(
+    report: Report,
+    values: Values,
+    baseline_output: tuple[bool, Any],
+    candidate_output: tuple[bool, Any],
+) -> dict[str, Any]:
+    """The first row of a comparison: each run's status, failure and output."""
+    row: dict[str, Any] = {"st": "run", "f": []}
+    for side, summary, (has_output, output) in (
+        ("b", report.baseline, baseline_output),
+        ("c", report.candidate, candidate_output),
+    ):
+        row[side] = {"label": "run", "status": summary.status, "failure": summary.failure}
+        if has_output:
+            row[side]["out"] = values.add(output)
+    return row
+
+
+def _attach_findings(report: Report, rows: list[dict[str, Any]], findings: list[Any]) -> None:
+    """Put each finding on the row of the call(s) it names (the run row otherwise), and
+    give each row its worst severity."""
+    pairs: dict[tuple[int | None, int | None], int] = {}
+    by_baseline: dict[int, int] = {}
+    by_candidate: dict[int, int] = {}
+    for index, aligned in enumerate(report.alignment, start=1):
+        b_number = aligned.baseline.number if aligned.baseline else None
+        c_number = aligned.candidate.number if aligned.candidate else None
+        pairs[(b_number, c_number)] = index
+        if b_number is not None:
+            by_baseline.setdefault(b_number, index)
+        if c_number is not None:
+            by_candidate.setdefault(c_number, index)
+    for index, finding in enumerate(report.findings):
+        b_number = finding.baseline_call.number if finding.baseline_call else None
+        c_number = finding.candidate_call.number if finding.candidate_call else None
+        target = pairs.get((b_number, c_number))
+        if target is None and b_number is not None:
+            target = by_baseline.get(b_number)
+        if target is None and c_number is not None:
+            target = by_candidate.get(c_number)
+        rows[target or 0]["f"].append(index)
+    for row in rows:
+        severities = [findings[index]["severity"] for index in row["f"]]
+        if severities:
+            row["sev"] = min(severities, key=lambda level: _SEVERITY_RANK.get(level, 3))
 
 
 # --- a suite run: the index page --------------------------------------------------------

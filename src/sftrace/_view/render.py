@@ -125,9 +125,10 @@ def render_comparison(
     if not isinstance(candidate, ReplayResult):
         candidate = _as_bundle(candidate)
     if report is None:
-        replaying = isinstance(candidate, ReplayResult) and candidate.bundle is baseline
-        judge = compare if replaying else diff
-        report = judge(baseline, candidate, policy=policy)  # type: ignore[arg-type]
+        if isinstance(candidate, ReplayResult) and candidate.bundle is baseline:
+            report = compare(candidate.bundle, candidate, policy)
+        else:
+            report = diff(baseline, candidate, policy=policy)
     base, cand = as_run(baseline, report.baseline.label), as_run(candidate, report.candidate.label)
     values = Values()
     payload = build_compare(
