@@ -58,6 +58,9 @@ def record_stepfork(out: Path) -> None:
     def book_flight(flight_id: str) -> dict:
         raise TimeoutError(f"booking service timed out for {flight_id}")
 
+    def overloaded() -> dict:
+        raise ConnectionError("model overloaded")
+
     def plan(request: dict, session: stepfork.RecordingSession) -> dict:
         found = search_flights(request["destination"])
         ids = ", ".join(flight["id"] for flight in found["flights"])
@@ -84,6 +87,16 @@ def record_stepfork(out: Path) -> None:
             input={"messages": [{"role": "user", "content": "Summarise the plan"}]},
             call=lambda: {"text": "Flight TP-101 held; booking to retry."},
         )
+        # An LLM call that fails, handled by the agent; an error the agent reports itself.
+        try:
+            stepfork.llm_request(
+                provider="anthropic",
+                model="claude-3-5-haiku",
+                input={"messages": [{"role": "user", "content": "Translate the summary"}]},
+                call=overloaded,
+            )
+        except ConnectionError:
+            session.record_error("FareRulesMissing", "fare rules unavailable for TP-101")
         return {"flight": "TP-101", "booked": False, "summary": summary["text"]}
 
     request = {"destination": "Lisbon"}

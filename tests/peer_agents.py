@@ -63,6 +63,13 @@ def plan_trip(request: dict[str, Any]) -> dict[str, Any]:
         input={"messages": [{"role": "user", "content": "Summarise the plan"}]},
         call=_no_llm,
     )
+    with contextlib.suppress(ConnectionError):
+        llm_request(
+            provider="anthropic",
+            model="claude-3-5-haiku",
+            input={"messages": [{"role": "user", "content": "Translate the summary"}]},
+            call=_no_llm,
+        )
     return {"flight": choice["choice"], "booked": booked, "summary": summary["text"]}
 
 

@@ -31,7 +31,7 @@ from sftrace import (
 from sftrace._cli.main import cli
 from sftrace._model import attributes as A
 
-for _module in ("bundle", "replay", "otlp", "migrate"):
+for _module in ("bundle", "replay", "regress", "otlp", "migrate"):
     importlib.import_module(f"sftrace._cli.{_module}").register(cli)
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -78,9 +78,19 @@ def test_loading_a_stepfork_bundle_names_the_import_command() -> None:
     assert "sftrace import --from stepfork" in str(caught.value)
 
 
-@pytest.mark.parametrize("command", [["validate"], ["replay", "--entrypoint", "m:f"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["validate", "{bundle}"],
+        ["inspect", "{bundle}"],
+        ["replay", "{bundle}", "--entrypoint", "m:f"],
+        ["diff", "{bundle}", "{bundle}"],
+        ["export", "{bundle}", "--pytest", "--entrypoint", "m:f"],
+    ],
+)
 def test_commands_on_a_stepfork_bundle_name_the_import_command(command: list[str]) -> None:
-    result = invoke(*command[:1], STEPFORK / "trip.sftrace", *command[1:])
+    bundle = str(STEPFORK / "trip.sftrace")
+    result = invoke(*(part.format(bundle=bundle) for part in command))
     assert result.exit_code in (1, 2)
     assert "this is a stepfork bundle" in result.output
     assert "sftrace import --from stepfork" in result.output
@@ -97,6 +107,7 @@ def test_a_stepfork_run_replays_the_same_agent_instrumented_with_sftrace(
         ("llm", "gpt-4o-mini"),
         ("tool", "book_flight"),
         ("llm", "gpt-4o-mini"),
+        ("llm", "claude-3-5-haiku"),
     ]
     assert [call.name for call in result.unused] == []
     assert peer_agents.BODIES_RUN == []
@@ -128,8 +139,9 @@ def test_stepfork_steps_parents_tokens_cost_state_and_errors_are_kept(
         (3, "llm", "gpt-4o-mini"),
         (4, "tool", "book_flight"),
         (5, "llm", "gpt-4o-mini"),
+        (6, "llm", "claude-3-5-haiku"),
     ]
-    search, convert, pick, book, _ = calls
+    search, convert, pick, book, _, translate = calls
     assert convert.parent_span_id == search.span_id  # the nested step
     assert search.parent_span_id == bundle.manifest.root_span_id
     assert pick.provider == "openai"
@@ -141,6 +153,16 @@ def test_stepfork_steps_parents_tokens_cost_state_and_errors_are_kept(
     assert book.error is not None
     assert book.error.type == "TimeoutError"
     assert book.error.message == "booking service timed out for TP-101"
+    assert translate.provider == "anthropic"
+    assert translate.error is not None
+    assert (translate.error.type, translate.error.message) == (
+        "ConnectionError",
+        "model overloaded",
+    )
+    # An error the agent reported itself has no span: the manifest keeps it.
+    assert bundle.manifest.notes[1] == (
+        "stepfork error event at step 16: FareRulesMissing: fare rules unavailable for TP-101"
+    )
     assert [(s.key, s.before, s.after) for s in bundle.state_changes] == [
         ("stage", "searching", "booking"),
         ("stage", "booking", "retry-later"),

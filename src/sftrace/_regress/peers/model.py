@@ -87,6 +87,8 @@ class PeerRun:
     calls: list[PeerCall] = field(default_factory=list)
     states: list[PeerState] = field(default_factory=list)
     redactions: list[dict[str, Any]] = field(default_factory=list)  # of the run's values
+    # What the recording holds that a bundle has no place for (kept in its manifest).
+    notes: list[str] = field(default_factory=list)
     # Set when the recording is readable but holds no complete run: why it is skipped.
     problem: str | None = None
 

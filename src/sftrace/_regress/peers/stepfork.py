@@ -143,10 +143,18 @@ def read_stepfork(path: str | os.PathLike[str]) -> PeerRun:
         end_ns=created,
         status=str(manifest.get("status")),
     )
-    _Builder(run).feed(events)
+    builder = _Builder(run)
+    builder.feed(events)
     if _REDACTIONS in files:
         _apply_redactions(run, events, _json_object(root / _REDACTIONS, files[_REDACTIONS]))
-    _check_complete(run, manifest, events)
+    _check_complete(run, manifest, events, [error for _, error in builder.run_errors])
+    for step, error in builder.run_errors:
+        if run.failure is None or (error.type, error.message) != (
+            run.failure.type,
+            run.failure.message,
+        ):
+            # sftrace records exceptions where they are raised; a reported one has no span.
+            run.notes.append(f"stepfork error event at step {step}: {error.type}: {error.message}")
     return run
 
 
@@ -157,6 +165,7 @@ class _Builder:
         self.run = run
         self.calls: dict[str, int] = {}  # event id of a call (or of its result) -> index
         self.run_events: set[str] = set()
+        self.run_errors: list[tuple[Any, PeerError]] = []
 
     def feed(self, events: list[dict[str, Any]]) -> None:
         for event in events:
@@ -236,8 +245,8 @@ class _Builder:
     def _error(self, event: dict[str, Any], time: int) -> None:
         error = PeerError(str(event["error_type"]), str(event.get("message") or ""))
         index = self._parent(event)
-        if index is None:  # an error of the run itself
-            self.run.failure = error
+        if index is None:  # an error of the run itself, or one the agent reported
+            self.run_errors.append((event.get("step"), error))
             return
         call = self.run.calls[index]
         if call.error is None:  # an LLM call that raised (a tool's failure is its result)
@@ -251,7 +260,12 @@ class _Builder:
             self.run.output = event["output"]
 
 
-def _check_complete(run: PeerRun, manifest: dict[str, Any], events: list[dict[str, Any]]) -> None:
+def _check_complete(
+    run: PeerRun,
+    manifest: dict[str, Any],
+    events: list[dict[str, Any]],
+    run_errors: list[PeerError],
+) -> None:
     types = {event["type"] for event in events}
     if run.status not in (STATUS_COMPLETED, STATUS_FAILED) or not {"run_start", "run_end"} <= types:
         run.problem = (
@@ -267,12 +281,10 @@ def _check_complete(run: PeerRun, manifest: dict[str, Any], events: list[dict[st
     if run.status == STATUS_FAILED:
         if isinstance(failure, dict) and failure.get("type"):
             run.failure = PeerError(str(failure["type"]), str(failure.get("message") or ""))
-        elif run.failure is None:
-            run.failure = PeerError("Exception", "the run failed")
+        else:
+            run.failure = run_errors[-1] if run_errors else PeerError("Exception", "failed")
         step = failure.get("step") if isinstance(failure, dict) else None
         run.failure_call = _call_at_step(run, events, step)
-    else:
-        run.failure, run.failure_call = None, None
 
 
 def _call_at_step(run: PeerRun, events: list[dict[str, Any]], step: Any) -> int | None:

@@ -249,7 +249,10 @@ def write_peer_run(
             resource_attributes=encode_attributes({A.SERVICE_NAME: run.agent_name}),
             scope={"name": A.INSTRUMENTATION_SCOPE, "version": ""},
             totals=totals,
-            notes=[f"imported from {run.source} ({run.path.name}) on {utc_iso()}"],
+            notes=[
+                f"imported from {run.source} ({run.path.name}) on {utc_iso()}",
+                *(values.text(note, "note", []) for note in run.notes),
+            ],
         )
         writer.finalize(manifest, path, overwrite=overwrite)
     except BaseException:
