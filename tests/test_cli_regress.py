@@ -118,7 +118,7 @@ def test_a_regression_exits_1_with_the_error_findings(suite: tuple[Path, str]) -
     assert result.exit_code == 1
     assert "FAIL  refunds::late refund is denied" in result.stdout
     assert "EXPECTATION_FAILED: expected 'refund' not to be called" in result.stdout
-    assert '$.decision: "denied" -> "refunded"' in result.stdout
+    assert '$.decision: expected "denied", replayed "refunded"' in result.stdout
     assert result.stdout.strip().splitlines()[-1] == "0 passed, 1 failed"
 
 

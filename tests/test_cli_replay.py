@@ -191,8 +191,8 @@ def test_divergence_shows_the_differing_input(
     path, _ = bundle
     result = replay_cli(path, f"{write_agent(DIVERGING)}:run")
     assert "divergence:" in result.stdout
-    assert "'Porto'" in line_with(result.stdout, "$.city")
-    assert "'Lisbon'" in line_with(result.stdout, "$.city")
+    assert '"Porto"' in line_with(result.stdout, "$.city")
+    assert '"Lisbon"' in line_with(result.stdout, "$.city")
     assert "result: diverged: the replay raised sftrace.ReplayMismatchError at call 1" in (
         result.stdout
     )
@@ -297,7 +297,7 @@ def test_json_document_of_a_divergence(
     document = orjson.loads(result.stdout)
     divergence = document["divergence"]
     assert (divergence["type"], divergence["call_number"]) == ("ReplayMismatchError", 1)
-    assert "'Porto'" in divergence["message"]
+    assert '"Porto"' in divergence["message"]
     assert document["replay"]["status"] == "diverged"
     assert document["replay"]["error"]["type"] == "sftrace.ReplayMismatchError"
     assert [call["name"] for call in document["unused"]] == ["weather", "m-1", "book"]

@@ -116,7 +116,7 @@ def test_exhausted_after_all_recorded_calls(tmp_path: Path) -> None:
     bundle = recorded(tmp_path / "e.sftrace", lambda: agents.book("FR2"))
     with replay(bundle) as session:
         agents.book("FR2")
-        with pytest.raises(ReplayExhaustedError, match="all 1 recorded calls were already used"):
+        with pytest.raises(ReplayExhaustedError, match="the 1 recorded call was already used"):
             agents.book("FR2")
     assert isinstance(session.divergence, ReplayExhaustedError)
 
@@ -175,7 +175,7 @@ def test_unordered_mismatch_names_nearest_unused_call(tmp_path: Path) -> None:
         agents.search_flights("Porto")
     message = str(caught.value)
     assert "nearest unused recorded call: call 1: tool flight_search" in message
-    assert "$.destination: recorded 'Lisbon', reached 'Porto'" in message
+    assert '$.destination: recorded "Lisbon", reached "Porto"' in message
     assert caught.value.differences == [("$.destination", "Lisbon", "Porto")]
 
 

@@ -136,3 +136,23 @@ class RecordedInterruption(RecordedDependencyError):
     test session, say); this error fails the replayed run instead. A recorded
     ``asyncio.CancelledError`` still replays as ``CancelledError``.
     """
+
+
+# Every error is public as ``sftrace.<Name>``: tracebacks, messages, reports and recorded
+# failures name it there, not by this private module (``sftrace.ReplayMismatchError``).
+for _error in (
+    SftraceError,
+    ConfigError,
+    SuiteError,
+    TraceSerializationError,
+    BundleError,
+    ReplayError,
+    ReplayMismatchError,
+    ReplayExhaustedError,
+    ReplayPolicyError,
+    IncompleteReplayError,
+    RecordedDependencyError,
+    RecordedInterruption,
+):
+    _error.__module__ = "sftrace"
+del _error

@@ -16,13 +16,14 @@ from typing import Any
 
 import orjson
 
-from sftrace._bundle.files import open_bundle_file, read_bundle_file, short_repr
+from sftrace._bundle.files import open_bundle_file, read_bundle_file
 from sftrace._bundle.format import CHECKSUMS_FILE, MANIFEST_FILE, MAX_SPANS_BYTES, SPANS_FILE
 from sftrace._bundle.manifest import HEX16, Manifest
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.otlp_json import decode_attributes, decode_value
+from sftrace._model.text import repr_preview, shorten
 
 _NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never modified)
 _NANOS = re.compile(r"[0-9]{1,19}")
@@ -54,7 +55,7 @@ class SpanChecker:
         try:
             attributes = self._check(span, problems)
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
-            problems.append(f"malformed span ({short_repr(exc)})")
+            problems.append(f"malformed span ({repr_preview(exc)})")
             attributes = {}
         return problems, attributes
 
@@ -71,11 +72,11 @@ class SpanChecker:
             return {}
         span_id = span.get("spanId")
         if not isinstance(span_id, str) or not HEX16.fullmatch(span_id):
-            problems.append(f"spanId must be 16 lowercase hex digits, got {short_repr(span_id)}")
+            problems.append(f"spanId must be 16 lowercase hex digits, got {repr_preview(span_id)}")
             return {}
         if span.get("traceId") != self.trace_id:
             problems.append(
-                f"span {span_id} has traceId {short_repr(span.get('traceId'))}, but the run is "
+                f"span {span_id} has traceId {repr_preview(span.get('traceId'))}, but the run is "
                 f"{self.trace_id!r}"
             )
         if span_id in self.parents:
@@ -84,7 +85,7 @@ class SpanChecker:
         if self.parents_first:
             if parent is not None and parent not in self.parents:
                 problems.append(
-                    f"span {span_id} has parentSpanId {short_repr(parent)}, which does not come "
+                    f"span {span_id} has parentSpanId {repr_preview(parent)}, which does not come "
                     f"before it in the file (a missing parent, or a cycle)"
                 )
         elif parent is not None and not (isinstance(parent, str) and HEX16.fullmatch(parent)):
@@ -132,7 +133,9 @@ def _decoded_attributes(
     for item in span.get("attributes", []):
         value = item.get("value", _NO_VALUE)
         if type(value) is not dict:
-            problems.append(f"span {span_id}: attribute {short_repr(item.get('key'))} has no value")
+            problems.append(
+                f"span {span_id}: attribute {repr_preview(item.get('key'))} has no value"
+            )
             return None
         if "stringValue" in value:
             attributes[item["key"]] = value["stringValue"]
@@ -141,8 +144,8 @@ def _decoded_attributes(
                 attributes[item["key"]] = decode_value(value)
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 problems.append(
-                    f"span {span_id}: attribute {short_repr(item['key'])} has a malformed value "
-                    f"({short_repr(str(exc), 60)})"
+                    f"span {span_id}: attribute {repr_preview(item['key'])} has a malformed value "
+                    f"({shorten(str(exc), 60)})"
                 )
                 return None
     return attributes
@@ -203,7 +206,7 @@ def _attribute_list_problems(items: Any, where: str, problems: list[str]) -> boo
             problems.append(f"{where}: each attribute must be an object with a string key")
             return False
         if not isinstance(item.get("value", {}), dict):
-            problems.append(f"{where}: attribute {short_repr(item['key'])} has no value object")
+            problems.append(f"{where}: attribute {repr_preview(item['key'])} has no value object")
             return False
     return True
 
@@ -240,7 +243,7 @@ def parse_checksums(raw: bytes, display: str) -> tuple[dict[str, str] | None, li
             or not _PLAIN_NAME.fullmatch(name)
             or name in expected
         ):
-            problems.append(f"{display}:{number}: malformed line {short_repr(line)}")
+            problems.append(f"{display}:{number}: malformed line {repr_preview(line)}")
             continue
         expected[name] = digest
     if not problems and raw != checksums_text(expected):

@@ -19,12 +19,6 @@ from sftrace._bundle.format import HEADER_FILE, JOURNAL_FILE, MANIFEST_FILE, MAX
 from sftrace._errors import BundleError
 
 
-def short_repr(value: Any, limit: int = 80) -> str:
-    """``repr`` of a value from a bundle, cut so that an error message stays one line."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def bundle_root(path: str | os.PathLike[str]) -> Path:
     """``path`` as a ``Path``; raise ``BundleError`` for what cannot name a bundle."""
     try:

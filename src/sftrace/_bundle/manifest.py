@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from sftrace._bundle.files import short_repr
 from sftrace._bundle.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -40,6 +39,7 @@ from sftrace._bundle.format import (
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import encode_attributes, encode_span, span_id_hex, trace_id_hex
+from sftrace._model.text import repr_preview
 from sftrace._version import __version__
 
 HEX16 = re.compile(r"[0-9a-f]{16}")
@@ -104,7 +104,7 @@ def run_identity(span: Any) -> dict[str, Any]:
 
 def _problem(display: str, where: str, what: str, value: Any) -> BundleError:
     return BundleError(
-        f"{display}: invalid manifest field {where!r}: {what} (got {short_repr(value)})",
+        f"{display}: invalid manifest field {where!r}: {what} (got {repr_preview(value)})",
         path=display,
     )
 
@@ -295,13 +295,14 @@ class Manifest:
         if not HEX32.fullmatch(known["trace_id"]):
             raise BundleError(
                 f"{display}: trace_id must be 32 lowercase hex digits, got "
-                f"{short_repr(known['trace_id'])}",
+                f"{repr_preview(known['trace_id'])}",
                 path=display,
             )
         root = known.get("root_span_id")
         if root is not None and not HEX16.fullmatch(root):
             raise BundleError(
-                f"{display}: root_span_id must be 16 lowercase hex digits, got {short_repr(root)}",
+                f"{display}: root_span_id must be 16 lowercase hex digits, got "
+                f"{repr_preview(root)}",
                 path=display,
             )
         failure = known.pop("failure", None)

@@ -25,7 +25,6 @@ from sftrace._bundle.files import (
     check_is_bundle,
     read_bundle_file,
     read_json_object,
-    short_repr,
 )
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
@@ -41,6 +40,7 @@ from sftrace._model import attributes as A
 from sftrace._model.calls import Call, StateChange, call_from_span
 from sftrace._model.display import repr_html
 from sftrace._model.otlp_json import decode_attributes
+from sftrace._model.text import repr_preview
 
 
 class SpanLines(Sequence[dict[str, Any]]):
@@ -221,7 +221,7 @@ class _SpanLoader:
             try:
                 self.calls.append(call_from_span(span, attributes))
             except (KeyError, TypeError, ValueError) as exc:
-                raise self.error(number, f"malformed {kind} span ({short_repr(exc)})") from None
+                raise self.error(number, f"malformed {kind} span ({repr_preview(exc)})") from None
         elif kind == A.KIND_RUN:
             self._add_run(span, attributes, number, first=first)
 
@@ -256,7 +256,7 @@ class _SpanLoader:
                 redactions or [],
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            message = str(exc) if type(exc) is ValueError else f"malformed ({short_repr(exc)})"
+            message = str(exc) if type(exc) is ValueError else f"malformed ({repr_preview(exc)})"
             raise self.error(number, f"run span: {message}") from None
 
     def run_span(self) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from rich.tree import Tree
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, check_bundle
-from sftrace._cli.main import EXIT_CHANGED, bad_input_policy, one_line
+from sftrace._cli.main import EXIT_CHANGED, bad_input_policy
 from sftrace._model.calls import Call
+from sftrace._model.text import one_line, pluralize, preview
 
 # How many calls the tree shows by default; --limit 0 shows all, --json always gives all.
 DEFAULT_TREE_LIMIT = 500
@@ -58,7 +59,8 @@ def inspect_command(bundle: Path, as_json: bool, limit: int) -> None:
     if shown < len(loaded.calls):
         console.print(
             Text(
-                f"... {len(loaded.calls) - shown} more calls not shown (of {len(loaded.calls)}); "
+                f"... {pluralize(len(loaded.calls) - shown, 'more call')} not shown "
+                f"(of {len(loaded.calls)}); "
                 f"use --limit 0 to show all, or --json",
                 style="dim",
             )
@@ -138,7 +140,7 @@ def _header(bundle: Bundle) -> list[Text]:
         lines.append(
             Text.assemble(
                 "  failure: ",
-                (f"{failure.type or '?'}: {_clip(failure.message or '')}", "red"),
+                (f"{failure.type or '?'}: {one_line(failure.message or '', PREVIEW_CHARS)}", "red"),
                 step,
             )
         )
@@ -150,8 +152,9 @@ def _header(bundle: Bundle) -> list[Text]:
     cost = f", ${totals.cost_usd:.4f}" if totals.cost_usd else ""
     lines.append(
         Text(
-            f"  {len(bundle.calls)} calls ({totals.tool_calls} tool, {totals.llm_calls} llm), "
-            f"{totals.spans} spans{tokens}{cost}, {totals.duration_ms:.1f} ms"
+            f"  {pluralize(len(bundle.calls), 'call')} ({totals.tool_calls} tool, "
+            f"{totals.llm_calls} llm), {pluralize(totals.spans, 'span')}{tokens}{cost}, "
+            f"{totals.duration_ms:.1f} ms"
         )
     )
     if bundle.has_run_input:
@@ -190,11 +193,13 @@ def _call_label(call: Call) -> Text:
     label.append(f"  {_duration(call.duration_ms)}", style="dim")
     if call.policy != "frozen":
         label.append(f"  policy {call.policy}", style="yellow")
-    label.append(f"\nin  {_clip(call.input_json)}", style="dim")
+    label.append(f"\nin  {one_line(call.input_json, PREVIEW_CHARS)}", style="dim")
     if call.error is not None:
-        label.append(f"\nerror {call.error.type}: {_clip(call.error.message)}", style="red")
+        label.append(
+            f"\nerror {call.error.type}: {one_line(call.error.message, PREVIEW_CHARS)}", style="red"
+        )
     elif call.output_json is not None:
-        label.append(f"\nout {_clip(call.output_json)}", style="dim")
+        label.append(f"\nout {one_line(call.output_json, PREVIEW_CHARS)}", style="dim")
     return label
 
 
@@ -203,14 +208,8 @@ def _duration(ms: float) -> str:
 
 
 def _preview_line(prefix: str, value: Any) -> Text:
-    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    return Text.assemble(prefix, (_clip(text), "dim"), no_wrap=True, overflow="ellipsis")
-
-
-def _clip(text: str, width: int = PREVIEW_CHARS) -> str:
-    """One line, at most ``width`` characters."""
-    text = one_line(text) if "\n" in text else text
-    return text if len(text) <= width else text[: width - 3] + "..."
+    text = preview(value, PREVIEW_CHARS)
+    return Text.assemble(prefix, (text, "dim"), no_wrap=True, overflow="ellipsis")
 
 
 # --- validate -----------------------------------------------------------------------
@@ -230,13 +229,14 @@ def validate_command(bundle: Path, verify_integrity: bool) -> None:
     if problems:
         for problem in problems:
             click.echo(one_line(problem))
-        click.echo(f"sftrace: {str(bundle)!r} is invalid ({len(problems)} problems)", err=True)
+        found = pluralize(len(problems), "problem")
+        click.echo(f"sftrace: {str(bundle)!r} is invalid ({found})", err=True)
         raise click.exceptions.Exit(EXIT_CHANGED)
     assert loaded is not None  # no problems means it loaded
     totals = loaded.manifest.totals
     checked = "digests verified" if verify_integrity else "digests not checked"
     click.echo(
         f"valid: {bundle}: {loaded.manifest.status} run of {loaded.agent_name!r}, "
-        f"{len(loaded.calls)} calls ({totals.tool_calls} tool, {totals.llm_calls} llm), "
-        f"{len(loaded.spans)} spans; {checked}"
+        f"{pluralize(len(loaded.calls), 'call')} ({totals.tool_calls} tool, "
+        f"{totals.llm_calls} llm), {pluralize(len(loaded.spans), 'span')}; {checked}"
     )

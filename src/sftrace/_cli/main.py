@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 import click
 
 from sftrace._errors import SftraceError
+from sftrace._model.text import one_line
 from sftrace._version import __version__
 
 # Modules that add commands to the group, in help order.
@@ -53,11 +54,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def _register_commands() -> None:
     for name in _COMMAND_MODULES:
         importlib.import_module(f"sftrace._cli.{name}").register(cli)
-
-
-def one_line(message: str) -> str:
-    """Collapse a (possibly multi-line) message into one line."""
-    return " | ".join(part.strip() for part in message.strip().splitlines() if part.strip())
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from sftrace._cli.migrate import PEER_SOURCES, import_peers
 from sftrace._export.collector_import import import_otlp_files
 from sftrace._export.otlp import PROTOCOLS
 from sftrace._export.push import exporter_logs_silenced, push_bundles
+from sftrace._model.text import pluralize
 
 
 def register(group: click.Group) -> None:
@@ -73,7 +74,9 @@ def push_command(
     failed = 0
     for result in results:
         if result.ok:
-            click.echo(f"pushed {result.bundle} (run {result.run_id}, {result.spans} spans)")
+            click.echo(
+                f"pushed {result.bundle} (run {result.run_id}, {pluralize(result.spans, 'span')})"
+            )
         else:
             failed += 1
             click.echo(f"sftrace: error: {result.error}", err=True)
@@ -114,7 +117,7 @@ def import_command(files: tuple[Path, ...], output: Path, overwrite: bool, sourc
         result = import_otlp_files(files, output=output, overwrite=overwrite)
     for run in result.runs:
         if run.path is not None:
-            click.echo(f"imported {run.path} (run {run.run_id}, {run.spans} spans)")
+            click.echo(f"imported {run.path} (run {run.run_id}, {pluralize(run.spans, 'span')})")
         else:
             click.echo(f"skipped run {run.run_id} (trace {run.trace_id}): {run.problem}", err=True)
     summary = (

@@ -17,10 +17,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
-from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
+from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
-from sftrace._regress.compare import ComparisonPolicy, Report, Severity, diff
+from sftrace._model.text import one_line
+from sftrace._regress.compare import ComparisonPolicy, FindingCode, Report, Severity, diff
 from sftrace._regress.pytest_export import export_pytest
 from sftrace._regress.suite import (
     CaseResult,
@@ -247,28 +248,15 @@ def _print_result(console: Console, result: CaseResult) -> None:
         report = result.report
         for finding in report.by_severity(Severity.ERROR):
             console.print(Text(f"      {finding.code.value}: {finding.message}", style="red"))
-            for difference in finding.differences[:10]:
-                console.print(
-                    Text(
-                        f"        {difference.path}: "
-                        f"{_value(difference.baseline)} -> {_value(difference.candidate)}",
-                        style="dim",
-                    )
-                )
-        if report.divergence:
+            for line in report.difference_lines(finding):
+                console.print(Text(f"        {line}"))
+        errors = report.by_severity(Severity.ERROR)
+        shown = any(f.code is FindingCode.REPLAY_DIVERGED for f in errors)
+        if report.divergence and not shown:
             first = report.divergence.strip().splitlines()[0]
             console.print(Text(f"      first divergence: {first}", style="red"))
     elif result.outcome == "error":
         console.print(Text(f"      {one_line(result.error or '')}", style="magenta"))
-
-
-def _value(value: object) -> str:
-    from sftrace._regress.diff import MISSING
-
-    if value is MISSING:
-        return "<missing>"
-    text = orjson.dumps(value, default=repr).decode()
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 # --- export ------------------------------------------------------------------------

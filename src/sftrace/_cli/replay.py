@@ -20,12 +20,14 @@ from rich.text import Text
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._bundle.writer import check_bundle_target
-from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy, one_line
+from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.view import finish_page, html_option
 from sftrace._errors import SftraceError
 from sftrace._model.calls import Call
+from sftrace._model.jsondiff import MISSING
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import to_json
+from sftrace._model.text import one_line, pluralize, preview, were
 from sftrace._record.run import exception_type_name
 from sftrace._replay.options import ReplayOptions
 from sftrace._replay.run import ReplayResult, resolve_entrypoint, run_replay
@@ -226,14 +228,33 @@ def replay_document(
             }
             for call in result.unused
         ],
-        "divergence": None
-        if divergence is None
-        else {
-            "type": type(divergence).__name__,
-            "call_number": getattr(divergence, "call_number", None),
-            "message": str(divergence),
-        },
+        "divergence": None if divergence is None else _divergence_document(divergence),
         "saved_path": str(result.saved_path) if result.saved_path is not None else None,
+    }
+
+
+def _divergence_document(divergence: BaseException) -> dict[str, Any]:
+    """The divergence with the full values (the message shortens them): the recorded and
+    reached calls and each differing path."""
+    return {
+        "type": type(divergence).__name__,
+        "call_number": getattr(divergence, "call_number", None),
+        "message": str(divergence),
+        "recorded": getattr(divergence, "recorded", None),
+        "reached": getattr(divergence, "reached", None),
+        "differences": [
+            {
+                "path": path,
+                "recorded": None if recorded is MISSING else recorded,
+                "reached": None if reached is MISSING else reached,
+                "missing": "recorded"
+                if recorded is MISSING
+                else "reached"
+                if reached is MISSING
+                else None,
+            }
+            for path, recorded, reached in getattr(divergence, "differences", ())
+        ],
     }
 
 
@@ -253,10 +274,7 @@ def _error_document(error: BaseException | None) -> dict[str, str] | None:
 
 def _error_name(error: BaseException) -> str:
     """``ValueError``, ``pkg.mod.Error``; sftrace's own errors by their public name."""
-    name = exception_type_name(error)[0]
-    if name.startswith("sftrace._"):
-        return f"sftrace.{type(error).__qualname__}"
-    return name
+    return exception_type_name(error)[0]
 
 
 # --- text ---------------------------------------------------------------------------
@@ -285,12 +303,15 @@ def _print_report(
         line.append(item.action, style=_ACTION_STYLES.get(item.action, ""))
         error = item.recorded.error
         if error is not None and item.action == "substituted":
-            line.append(f"  (recorded error {error.type}: {_clip(error.message)})", style="dim")
+            line.append(
+                f"  (recorded error {error.type}: {one_line(error.message, PREVIEW_CHARS)})",
+                style="dim",
+            )
         console.print(line)
     if len(shown) < len(result.matched):
         console.print(
             Text(
-                f"  ... and {len(result.matched) - len(shown)} more matched calls "
+                f"  ... and {pluralize(len(result.matched) - len(shown), 'more matched call')} "
                 f"(--limit 0 lists all)",
                 style="dim",
             )
@@ -317,7 +338,7 @@ def _print_report(
 def _unused_line(call: Call) -> Text:
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f"  #{call.seq} {call.label}", style="bold")
-    line.append(f"  {_clip(call.input_json)}", style="dim")
+    line.append(f"  {one_line(call.input_json, PREVIEW_CHARS)}", style="dim")
     return line
 
 
@@ -328,19 +349,24 @@ def _outcome_text(result: ReplayResult) -> Text:
         where = f" at call {number}" if number is not None else ""
         return Text(f"{result.status}: the replay raised {_error_name(divergence)}{where}", "red")
     if error is not None:
-        return Text(f"{result.status}: {_error_name(error)}: {_clip(str(error))}", style="red")
-    text = Text(f"{result.status}, returned {_preview(_jsonable(result.return_value))}")
+        return Text(
+            f"{result.status}: {_error_name(error)}: {one_line(str(error), PREVIEW_CHARS)}",
+            style="red",
+        )
+    text = Text(
+        f"{result.status}, returned {preview(_jsonable(result.return_value), PREVIEW_CHARS)}"
+    )
     if result.has_output:
-        text.append(f", output {_preview(result.output)}")
+        text.append(f", output {preview(result.output, PREVIEW_CHARS)}")
     return text
 
 
 def _recorded_text(recorded: Bundle) -> Text:
     failure = recorded.manifest.failure
     if recorded.status == "failed" and failure is not None:
-        return Text(f"failed: {failure.type}: {_clip(failure.message or '')}")
+        return Text(f"failed: {failure.type}: {one_line(failure.message or '', PREVIEW_CHARS)}")
     if recorded.has_output:
-        return Text(f"{recorded.status}, output {_preview(recorded.output)}")
+        return Text(f"{recorded.status}, output {preview(recorded.output, PREVIEW_CHARS)}")
     return Text(f"{recorded.status}, no output recorded")
 
 
@@ -353,21 +379,12 @@ def _verdict_text(result: ReplayResult, verdict: Verdict) -> Text:
             "diverged: the replay left the recording (see the divergence above)", "bold red"
         )
     if verdict == "incomplete":
-        return Text(f"diverged: {len(result.unused)} recorded calls were never reached", "bold red")
+        unused = len(result.unused)
+        return Text(
+            f"diverged: {pluralize(unused, 'recorded call')} {were(unused)} never reached",
+            "bold red",
+        )
     return Text(
         "behaviour changed: every call matched, but the result differs from the recording",
         "bold red",
     )
-
-
-def _preview(value: Any) -> str:
-    try:
-        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        text = repr(value)
-    return _clip(text)
-
-
-def _clip(text: str, width: int = PREVIEW_CHARS) -> str:
-    text = one_line(text) if "\n" in text else text
-    return text if len(text) <= width else text[: width - 3] + "..."

@@ -10,8 +10,9 @@ from sftrace._bundle.format import MANIFEST_FILE
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.partial import is_partial, unfinished_recordings
 from sftrace._bundle.recover import recover_bundle
-from sftrace._cli.main import EXIT_BAD_INPUT, bad_input_policy, one_line
+from sftrace._cli.main import EXIT_BAD_INPUT, bad_input_policy
 from sftrace._errors import BundleError
+from sftrace._model.text import one_line, pluralize
 
 
 def register(group: click.Group) -> None:
@@ -62,7 +63,8 @@ def recover_command(path: Path, output: Path | None, overwrite: bool) -> None:
             failed += 1
             click.echo(f"sftrace: error: {one_line(str(exc))}", err=True)
             continue
-        click.echo(f"recovered {written}: status {bundle.status}, {len(bundle.calls)} calls")
+        calls = pluralize(len(bundle.calls), "call")
+        click.echo(f"recovered {written}: status {bundle.status}, {calls}")
         for note in bundle.manifest.notes:
             click.echo(f"  - {note}")
     if failed:

@@ -39,6 +39,7 @@ from sftrace._export.otlp import (
 )
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes
+from sftrace._model.text import pluralize, shorten
 
 # Spans per export request, and a soft bound on its size: collectors refuse large
 # requests (gRPC receivers default to 4 MiB).
@@ -122,11 +123,11 @@ def _push_one(
     with _capture_exporter_logs() as messages:
         for batch in _batches(bundle.spans, spans):
             if exporter.export(batch) is not SpanExportResult.SUCCESS:
-                reason = " | ".join(dict.fromkeys(m[:500] for m in messages)) or "no detail"
+                reason = " | ".join(dict.fromkeys(shorten(m, 500) for m in messages)) or "no detail"
                 result.error = (
                     f"sending {str(path)!r} to {endpoint} failed after {result.spans} of "
-                    f"{len(spans)} spans: {reason}; check that a collector listens there "
-                    f"(--endpoint, --protocol) and accepts the request"
+                    f"{pluralize(len(spans), 'span')}: {reason}; check that a collector listens "
+                    f"there (--endpoint, --protocol) and accepts the request"
                 )
                 return result
             result.spans += len(batch)

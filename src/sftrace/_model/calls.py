@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import orjson
 
 from sftrace._model import attributes as A
+from sftrace._model.text import shorten
 
 
 class Identified(Protocol):
@@ -171,7 +172,7 @@ class Call:
         return described
 
     def __repr__(self) -> str:
-        return f"Call(seq={self.seq}, {self.label}, input={self.input_json[:60]})"
+        return f"Call(seq={self.seq}, {self.label}, input={shorten(self.input_json, 60)})"
 
 
 def _text(value: Any) -> str | None:

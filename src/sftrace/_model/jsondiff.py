@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sftrace._model.jsonpath import child
+from sftrace._model.text import show_pair
 
 
 class _Missing:
@@ -64,10 +65,11 @@ def _walk(left: Any, right: Any, path: str, found: list[tuple[str, Any, Any]], l
 
 
 def format_differences(diffs: list[tuple[str, Any, Any]], *, left: str, right: str) -> str:
-    """One indented line per difference: ``$.a: recorded 1, reached 2``."""
-    return "\n".join(f"    {path}: {left} {_short(a)}, {right} {_short(b)}" for path, a, b in diffs)
-
-
-def _short(value: Any, width: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
+    """One indented line per difference, ``$.a: recorded 1, reached 2``; two long
+    strings show where they differ, two multi-line texts a line diff below the path."""
+    lines: list[str] = []
+    for path, a, b in diffs:
+        first, *more = show_pair(a, b, labels=(left, right), width=120)
+        lines.append(f"    {path}: {first}")
+        lines.extend(f"        {line}" for line in more)
+    return "\n".join(lines)

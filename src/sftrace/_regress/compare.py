@@ -19,8 +19,6 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-import orjson
-
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError, TraceSerializationError
@@ -28,8 +26,8 @@ from sftrace._model.calls import Call, CallRef
 from sftrace._model.display import repr_html
 from sftrace._model.jsonpath import JsonPath, parse_paths, strip
 from sftrace._model.serialize import to_json
+from sftrace._model.text import first_line, pluralize, preview, shorten, show_pair, were
 from sftrace._regress.diff import (
-    MISSING,
     Difference,
     align,
     content_key,
@@ -302,8 +300,8 @@ class Report:
     def summary(self) -> str:
         counts = self.counts
         return (
-            f"{self.verdict.value.upper()}: {_plural(counts['error'], 'error')}, "
-            f"{_plural(counts['warning'], 'warning')}, {counts['info']} info"
+            f"{self.verdict.value.upper()}: {pluralize(counts['error'], 'error')}, "
+            f"{pluralize(counts['warning'], 'warning')}, {counts['info']} info"
         )
 
     def format(self, *, include_info: bool = True) -> str:
@@ -323,17 +321,9 @@ class Report:
         )
         for finding in shown[:_FORMAT_LIMIT]:
             lines.append(f"  {finding.severity.value:<7} {finding.code.value}: {finding.message}")
-            labels = _labels(self, finding)
-            for difference in finding.differences:
-                ignored = f"  (ignored: {difference.ignored_by})" if difference.ignored_by else ""
-                lines.append(
-                    f"      {difference.path}: {labels[0]} {_short(difference.baseline)}, "
-                    f"{labels[1]} {_short(difference.candidate)}{ignored}"
-                )
-            if finding.truncated:
-                lines.append("      ... more paths differ")
+            lines.extend(f"      {line}" for line in self.difference_lines(finding))
         if len(shown) > _FORMAT_LIMIT:
-            lines.append(f"  ... and {len(shown) - _FORMAT_LIMIT} more findings")
+            lines.append(f"  ... and {pluralize(len(shown) - _FORMAT_LIMIT, 'more finding')}")
         if self.approximate:
             lines.append(
                 "  note: the runs differ in too many calls for an exact alignment; calls "
@@ -343,6 +333,21 @@ class Report:
             lines.append("first divergence:")
             lines.extend(f"  {line}" for line in self.divergence.splitlines())
         return "\n".join(lines)
+
+    def difference_lines(self, finding: Finding) -> list[str]:
+        """The finding's differing paths with both values, one line each
+        (``$.a: recorded 1, replayed 2``); two long strings show where they differ and
+        two multi-line texts a line diff, on indented lines below their path."""
+        labels = _labels(self, finding)
+        lines: list[str] = []
+        for difference in finding.differences:
+            ignored = f"  (ignored: {difference.ignored_by})" if difference.ignored_by else ""
+            first, *more = show_pair(difference.baseline, difference.candidate, labels=labels)
+            lines.append(f"{difference.path}: {first}{ignored}")
+            lines.extend(f"    {line}" for line in more)
+        if finding.truncated:
+            lines.append("... more paths differ")
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -379,20 +384,6 @@ def _labels(report: Report, finding: Finding) -> tuple[str, str]:
     return report.baseline.label, report.candidate.label
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
-
-
-def _short(value: Any, width: int = 100) -> str:
-    if value is MISSING:
-        return "<missing>"
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:
-        text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 # --- the runs compared -----------------------------------------------------------------
 
 
@@ -407,6 +398,10 @@ class _Run:
     has_output: bool
     output: Any
     divergence: str | None = None
+    # The index in ``calls`` of the call at which the replay diverged, and whether the
+    # run ended there (the divergence is the run's error): what follows is its cascade.
+    diverged_call: int | None = None
+    ended_by_divergence: bool = False
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -443,7 +438,7 @@ def as_run(value: Any, label: str) -> _Run:
             calls=list(value.calls),
             status=value.status,
             failure_type=failure_type,
-            failure=f"{failure_type}: {_first_line(failure.message or '')}"
+            failure=f"{failure_type}: {first_line(failure.message or '', 160)}"
             if failure_type and failure
             else None,
             has_output=value.has_output,
@@ -454,16 +449,26 @@ def as_run(value: Any, label: str) -> _Run:
         error = value.error
         failure_type = exception_type_name(error)[0] if error is not None else None
         source = value.bundle.path
+        calls = list(value.calls)
+        diverged_call = None
+        if value.divergence is not None:
+            diverged_type = exception_type_name(value.divergence)[0]
+            diverged_call = next(
+                (i for i, c in enumerate(calls) if c.error and c.error.type == diverged_type),
+                None,
+            )
         return _Run(
             label=label,
             source=f"replay of {source}" if source is not None else "replay",
-            calls=list(value.calls),
+            calls=calls,
             status="failed" if error is not None else "completed",
             failure_type=failure_type,
-            failure=f"{failure_type}: {_first_line(str(error))}" if error is not None else None,
+            failure=f"{failure_type}: {first_line(str(error))}" if error is not None else None,
             has_output=has_output,
             output=output,
             divergence=str(value.divergence) if value.divergence is not None else None,
+            diverged_call=diverged_call,
+            ended_by_divergence=error is not None and error is value.divergence,
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "
@@ -549,6 +554,10 @@ class _Builder:
         self.policy = policy
         self.labels = labels
         self.findings: list[Finding] = []
+        # Set by _calls when the candidate diverged: the calls at the divergence and how
+        # their inputs differ, and how many recorded calls the stopped replay never reached.
+        self.diverged: tuple[CallRef | None, CallRef | None, list[Difference], bool] | None = None
+        self.not_reached = 0
 
     def add(
         self,
@@ -581,7 +590,7 @@ class _Builder:
                 Finding(
                     code,
                     self.policy.severity(code),
-                    f"{message} at {_plural(len(active), 'path')}",
+                    f"{message} at {pluralize(len(active), 'path')}",
                     baseline,
                     candidate,
                     active,
@@ -593,7 +602,7 @@ class _Builder:
                 Finding(
                     code,
                     Severity.INFO,
-                    f"{message} at {_plural(len(ignored), 'ignored path')}",
+                    f"{message} at {pluralize(len(ignored), 'ignored path')}",
                     baseline,
                     candidate,
                     ignored,
@@ -662,6 +671,13 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
             if queue:
                 moved_rows[row_index] = queue.popleft()
     dropped = set(moved_rows.values())
+    # After a divergence that ended the run, the recorded calls not reached before it are
+    # its consequence, not findings of their own.
+    diverged = cand.diverged_call
+    reached_upto = max(
+        (i for _, i, j in rows if i is not None and j is not None and j < (diverged or 0)),
+        default=-1,
+    )
 
     aligned: list[AlignedCall] = []
     for row_index, (row_status, li, ri) in enumerate(rows):
@@ -674,18 +690,23 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
         lref = CallRef.of(left[li], li + 1) if li is not None else None
         rref = CallRef.of(right[ri], ri + 1) if ri is not None else None
         before = len(builder.findings)
+        if diverged is not None and _at_divergence(builder, cand, ri, li, reached_upto):
+            if ri == diverged:
+                builder.diverged = (lref, rref, *_input_differences(builder, left, right, li, ri))
+            aligned.append(AlignedCall(status, lref, rref))
+            continue
         if status == "missing" and lref is not None and li is not None:
             builder.add(
                 FindingCode.MISSING_CALL,
                 f"{lref} of the {left_label} run is not in the {right_label} run; "
-                f"input {_short(left[li].input)}",
+                f"input {preview(left[li].input)}",
                 baseline=lref,
             )
         elif status == "unexpected" and rref is not None and ri is not None:
             builder.add(
                 FindingCode.UNEXPECTED_CALL,
                 f"{rref} of the {right_label} run is not in the {left_label} run; "
-                f"input {_short(right[ri].input)}",
+                f"input {preview(right[ri].input)}",
                 candidate=rref,
             )
         elif status == "moved" and lref is not None and rref is not None:
@@ -702,6 +723,29 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
                 status = "changed"
         aligned.append(AlignedCall(status, lref, rref))
     return aligned, approximate
+
+
+def _at_divergence(
+    builder: _Builder, cand: _Run, ri: int | None, li: int | None, reached_upto: int
+) -> bool:
+    """Whether an alignment row is the diverged call itself (its findings become the one
+    REPLAY_DIVERGED finding) or a recorded call the stopped replay never reached."""
+    if ri is not None:
+        return ri == cand.diverged_call
+    if cand.ended_by_divergence and li is not None and li > reached_upto:
+        builder.not_reached += 1
+        return True
+    return False
+
+
+def _input_differences(
+    builder: _Builder, left: list[Call], right: list[Call], li: int | None, ri: int | None
+) -> tuple[list[Difference], bool]:
+    if li is None or ri is None:
+        return [], False
+    return value_differences(
+        compared_input(left[li]), compared_input(right[ri]), ignore=builder.policy.patterns
+    )
 
 
 def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rref: CallRef) -> None:
@@ -752,16 +796,7 @@ def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rre
 def _outcome(call: Call) -> str:
     if call.error is None:
         return "returned normally"
-    return f"raised {call.error.type}: {_first_line(call.error.message)}"
-
-
-def _first_line(text: str, width: int = 160) -> str:
-    """The first line of a (possibly multi-line) message, shortened: findings are one line."""
-    lines = text.strip().splitlines()
-    first = lines[0] if lines else ""
-    if len(first) > width:
-        return first[: width - 3] + "..."
-    return first + (" ..." if len(lines) > 1 else "")
+    return f"raised {call.error.type}: {first_line(call.error.message, 160)}"
 
 
 def _status(
@@ -773,6 +808,8 @@ def _status(
     base_label: str,
 ) -> None:
     _, right_label = builder.labels
+    if cand.ended_by_divergence:
+        return  # the run failed because the replay diverged: REPLAY_DIVERGED says so
     if base_status != cand.status:
         base_text = f"{base_status} ({base_failure})" if base_failure else base_status
         cand_text = f"{cand.status} ({cand.failure})" if cand.failure else cand.status
@@ -802,11 +839,13 @@ _OUTPUT_MESSAGES: Final = {
 def _output(builder: _Builder, baseline: Any, cand: _Run, base_label: str) -> None:
     _, right_label = builder.labels
     if not cand.has_output:
+        if cand.ended_by_divergence:
+            return  # no output because the replay diverged: REPLAY_DIVERGED says so
         ended = f"failed: {cand.failure}" if cand.failure else cand.status
         builder.add(
             FindingCode.OUTPUT_MISSING,
             f"the {right_label} run has no output ({ended}); {base_label} output "
-            f"{_short(baseline)}",
+            f"{preview(baseline)}",
         )
         return
     differences, truncated = value_differences(
@@ -818,9 +857,30 @@ def _output(builder: _Builder, baseline: Any, cand: _Run, base_label: str) -> No
             builder.add_paths(_OUTPUT_CODES[kind], _OUTPUT_MESSAGES[kind], group, truncated)
 
 
-def _divergence(builder: _Builder, cand: _Run) -> None:
-    if cand.divergence:
-        builder.add(FindingCode.REPLAY_DIVERGED, _first_line(cand.divergence, 400))
+def _divergence(builder: _Builder, cand: _Run, calls: _Builder) -> None:
+    """One REPLAY_DIVERGED finding for the divergence and what it caused: the differing
+    input paths of the diverged call, and the recorded calls never reached after it."""
+    if not cand.divergence:
+        return
+    message = shorten(cand.divergence.strip().splitlines()[0], 400)
+    if calls.not_reached:
+        message += (
+            f"; the replay stopped there, so {pluralize(calls.not_reached, 'later recorded call')}"
+            f" {were(calls.not_reached)} not reached"
+        )
+    lref, rref, differences, truncated = calls.diverged or (None, None, [], False)
+    code = FindingCode.REPLAY_DIVERGED
+    builder.findings.append(
+        Finding(
+            code,
+            builder.policy.severity(code),
+            message,
+            lref,
+            rref,
+            tuple(differences),
+            truncated,
+        )
+    )
 
 
 # --- entry points ------------------------------------------------------------------
@@ -843,7 +903,7 @@ def _report(
         if base.has_output:
             _output(builder, base.output, cand, labels[0])
         rows, approximate = _calls(builder, base, cand)
-        _divergence(builder, cand)
+        _divergence(builder, cand, builder)
         return Report(
             tuple(builder.findings),
             base.summary(),
@@ -877,7 +937,7 @@ def _report(
         )
         for f in context.findings
     )
-    _divergence(builder, cand)
+    _divergence(builder, cand, context)
     return Report(
         tuple(builder.findings),
         base.summary(),

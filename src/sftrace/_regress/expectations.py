@@ -36,6 +36,7 @@ import orjson
 from sftrace._errors import ConfigError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, CallRef
+from sftrace._model.text import pluralize, preview, were
 from sftrace._regress.diff import MISSING, value_differences
 
 __all__ = [
@@ -334,7 +335,7 @@ def check_not_called(calls: Sequence[Call], name: str) -> tuple[str, CallRef] | 
     first = _ref(calls, found[0])
     return (
         f"expected {name!r} not to be called, but it was called {_times(len(found))} "
-        f"(first: {first}, input {_preview(calls[found[0]].input)})",
+        f"(first: {first}, input {preview(calls[found[0]].input, 80)})",
         first,
     )
 
@@ -360,7 +361,8 @@ def check_arguments(
     found = _indexes(calls, name)
     if len(found) < call:
         return (
-            f"expected a {_ordinal(call)} call of {name!r} with arguments {_preview(dict(args))}, "
+            f"expected a {_ordinal(call)} call of {name!r} with arguments "
+            f"{preview(dict(args), 80)}, "
             f"but it was called {_times(len(found))}",
             None,
         )
@@ -375,8 +377,8 @@ def check_arguments(
         if differences:
             have = actual.get(key, MISSING)
             problems.append(
-                f"{key}={_preview(have) if have is not MISSING else '<missing>'} "
-                f"(expected {_preview(want)})"
+                f"{key}={preview(have, 80) if have is not MISSING else '<missing>'} "
+                f"(expected {preview(want, 80)})"
             )
     if not problems:
         return None
@@ -414,8 +416,8 @@ def check_sequence(
                 )
         if len(calls) != len(names):
             return (
-                f"expected the call sequence {list(names)!r} ({len(names)} calls), but "
-                f"{len(calls)} calls were made ({_made(calls)})"
+                f"expected the call sequence {list(names)!r} ({pluralize(len(names), 'call')}), "
+                f"but {pluralize(len(calls), 'call')} {were(len(calls))} made ({_made(calls)})"
             )
         return None
     position = 0
@@ -465,11 +467,3 @@ def unmet_expectations(
         if message:
             unmet.append((message, None))
     return unmet
-
-
-def _preview(value: Any, width: int = 80) -> str:
-    try:
-        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."

@@ -28,6 +28,7 @@ import orjson
 
 from sftrace._bundle.load import load_bundle
 from sftrace._errors import ConfigError
+from sftrace._model.text import first_line
 from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
 
 _ENTRYPOINT: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -77,7 +78,7 @@ def export_pytest(
         expectations=expectations,
         test_name=_test_name(target, bundle_path),
         recorded=(
-            f"failed with {failure.type}: {_first_line(failure.message or '')}"
+            f"failed with {failure.type}: {first_line(failure.message or '')}"
             if failure is not None
             else recorded.status
         ),
@@ -205,8 +206,3 @@ def _test_name(target: Path, bundle: Path) -> str:
     if not name.isidentifier() or keyword.iskeyword(name):
         name = "test_recorded_run"
     return name
-
-
-def _first_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[0] if lines else ""

@@ -50,6 +50,7 @@ from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError, SftraceError, SuiteError
 from sftrace._model.policy import MatchMode
+from sftrace._model.text import pluralize
 from sftrace._regress.compare import ComparisonPolicy, Report, Severity, compare
 from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
 
@@ -445,7 +446,7 @@ def summary_line(results: Iterable[CaseResult]) -> str:
     errors = sum(1 for result in counted if result.outcome == "error")
     line = f"{passed} passed, {failed} failed"
     if errors:
-        line += f", {errors} error" + ("" if errors == 1 else "s")
+        line += f", {pluralize(errors, 'error')}"
     return line
 
 
@@ -487,7 +488,7 @@ def junit_xml(results: Iterable[CaseResult]) -> ET.ElementTree:
                 failure = ET.SubElement(
                     case_element,
                     "failure",
-                    message=f"{len(errors_found)} error findings; first: {first}",
+                    message=f"{pluralize(len(errors_found), 'error finding')}; first: {first}",
                     type="regression",
                 )
                 failure.text = result.failure_text()

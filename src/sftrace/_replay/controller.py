@@ -23,6 +23,7 @@ from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
+from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.intercept import Action, Decision, Reached
 from sftrace._replay.options import ReplayOptions
 from sftrace._replay.rebuild import rebuild_exception
@@ -188,10 +189,12 @@ class ReplayController:
         return candidates[0] if candidates else None
 
     def _exhausted(self, number: int, reached: Reached) -> ReplayExhaustedError:
+        count = len(self.calls)
         return ReplayExhaustedError(
             f"replay exhausted at call {number}: reached {reached.label} with input "
-            f"{_preview(reached.input_json)}, but all {len(self.calls)} recorded calls were "
-            f"already used; the agent makes more calls than the recorded run did",
+            f"{shorten(reached.input_json, 200)}, but {'the' if count == 1 else 'all'} "
+            f"{pluralize(count, 'recorded call')} {were(count)} already used; the agent makes "
+            f"more calls than the recorded run did",
             call_number=number,
             reached=reached.describe(),
         )
@@ -221,10 +224,9 @@ class ReplayController:
         if recorded is not None:
             diffs = differences(recorded.input, reached_input)
             where = "nearest unused recorded call" if unordered else "recorded"
-            lines.append(
-                f"  {where}: call {recorded.seq}: {recorded.label} {_preview(recorded.input_json)}"
-            )
-        lines.append(f"  reached:  {reached.label} {_preview(reached.input_json)}")
+            shown = shorten(recorded.input_json, 200)
+            lines.append(f"  {where}: call {recorded.seq}: {recorded.label} {shown}")
+        lines.append(f"  reached:  {reached.label} {shorten(reached.input_json, 200)}")
         if diffs and recorded is not None and _identity(recorded) == _identity(reached):
             lines.append("  input differs at:")
             lines.append(format_differences(diffs, left="recorded", right="reached"))
@@ -300,7 +302,3 @@ def _inner_calls(calls: list[Call], span_parents: dict[str, str | None]) -> dict
         if parent is not None and parent in index_of:
             inner.setdefault(index_of[parent], []).append(index)
     return inner
-
-
-def _preview(text: str, width: int = 200) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."

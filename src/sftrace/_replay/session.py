@@ -28,6 +28,7 @@ from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import loads
+from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.config import State, get_state
 from sftrace._record.run import ActiveRun, enter_run, exit_run, mark_run_end
 from sftrace._record.run_span import set_run_output, start_run
@@ -110,12 +111,14 @@ class ReplaySession:
         if not unused:
             return
         listed = "\n".join(
-            f"  call {call.seq}: {call.label} {call.input_json[:120]}" for call in unused[:10]
+            f"  call {call.seq}: {call.label} {shorten(call.input_json, 120)}"
+            for call in unused[:10]
         )
         more = f"\n  ... and {len(unused) - 10} more" if len(unused) > 10 else ""
         raise IncompleteReplayError(
-            f"replay incomplete: {len(unused)} of {len(self.bundle.calls)} recorded calls were "
-            f"never reached:\n{listed}{more}",
+            f"replay incomplete: {len(unused)} of "
+            f"{pluralize(len(self.bundle.calls), 'recorded call')} {were(len(unused))} never "
+            f"reached:\n{listed}{more}",
             unused=unused,
         )
 
