@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import sftrace
+from regress_helpers import record_agent, write_agent
 from sftrace._cli.main import cli
 from sftrace._cli.regress import register as register_regress
 from sftrace._cli.replay import register as register_replay
@@ -299,3 +300,44 @@ def test_test_html_writes_one_page_per_case_and_an_index(tmp_path: Path) -> None
         assert page["page"] == "compare"
         assert page["facts"]["case"] == case["id"]
     assert "wrote" in result.stdout
+
+
+def test_a_call_the_replay_refused_is_marked_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reached call answered with a divergence is 'refused', not 'unused'."""
+    module = write_agent(tmp_path)
+    bundle = record_agent(tmp_path, module, tmp_path / "buggy.sftrace")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = sftrace.replay_run(bundle, f"{module}:wrong_order")
+    assert result.status == "diverged"
+    payload, _ = page_data(render_html(result))
+    assert [(row["st"], row.get("act")) for row in payload["rows"]] == [
+        ("run", None),
+        ("changed", "refused"),
+        ("missing", "unused"),
+    ]
+
+
+def test_the_applications_own_spans_nest_in_the_waterfall(tmp_path: Path) -> None:
+    """A span the application opens around a tool call is a row, the call nested in it."""
+    from sftrace._record.config import get_state
+
+    tracer = get_state().tracer  # the test's provider
+
+    @sftrace.trace_tool
+    def fetch(item: str) -> str:
+        return item.upper()
+
+    with sftrace.record("nesting-agent", output=tmp_path / "nested.sftrace"):
+        with tracer.start_as_current_span("plan step"):
+            fetch("a")
+        fetch("b")
+    payload, _ = page_data(render_html(tmp_path / "nested.sftrace"))
+    rows = [(row["k"], row["name"], row["d0"]) for row in payload["rows"]]
+    assert rows == [
+        ("run", "nesting-agent", 0),
+        ("span", "plan step", 1),
+        ("tool", "fetch", 2),
+        ("tool", "fetch", 1),
+    ]

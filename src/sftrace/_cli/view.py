@@ -86,7 +86,8 @@ def finish_page(path: Path, page: str, *, open_it: bool = False, err: bool = Fal
     "-o",
     type=click.Path(path_type=Path, dir_okay=False),
     metavar="FILE",
-    help="The page to write (default: NAME.html next to the bundle).",
+    help="The page to write (default: NAME.html next to BUNDLE; with CANDIDATE, "
+    "BUNDLE-vs-CANDIDATE.html next to CANDIDATE).",
 )
 @click.option("--open", "open_it", is_flag=True, help="Open the page in a web browser.")
 def view_command(bundle: Path, candidate: Path | None, output: Path | None, open_it: bool) -> None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any, Final
 
 import orjson
 
 from sftrace._bundle.reader import Bundle
+from sftrace._errors import ReplayError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.otlp_json import decode_attributes
@@ -400,11 +402,8 @@ def build_compare(
                     if call is not None
                     else _ref_detail(ref.number, ref.kind, ref.name, ref.provider)
                 )
-        if actions is not None and aligned.baseline is not None:
-            action, tier = actions.get(aligned.baseline.number, ("unused", None))
-            row["act"] = action
-            if tier is not None:
-                row["tier"] = tier
+        if actions is not None:
+            _mark_action(row, aligned.baseline.number if aligned.baseline else None, actions)
         rows.append(row)
     findings = [_finding(finding, values) for finding in report.findings]
     _attach_findings(report, rows, findings)
@@ -421,6 +420,37 @@ def build_compare(
         "findings": findings,
         "rows": rows,
     }
+
+
+@cache
+def _replay_error_types() -> frozenset[str]:
+    """The qualified names of sftrace's replay errors, as a refused call records them."""
+    found: set[str] = set()
+    pending: list[type[BaseException]] = [ReplayError]
+    while pending:
+        error = pending.pop()
+        found.add(f"{error.__module__}.{error.__qualname__}")
+        pending.extend(error.__subclasses__())
+    return frozenset(found)
+
+
+def _mark_action(
+    row: dict[str, Any], recorded: int | None, actions: dict[int, tuple[str, str | None]]
+) -> None:
+    """What the replay did with the row's recorded call; a reached call the replay
+    answered with one of its own errors (a divergence) was refused."""
+    action: str | None = None
+    tier: str | None = None
+    if recorded is not None:
+        action, tier = actions.get(recorded, ("unused", None))
+    reached = row.get("c")
+    error = reached.get("err") if reached is not None else None
+    if error is not None and error["type"] in _replay_error_types():
+        action = "refused"
+    if action is not None:
+        row["act"] = action
+    if tier is not None:
+        row["tier"] = tier
 
 
 def _run_sides(
