@@ -341,3 +341,18 @@ def test_the_applications_own_spans_nest_in_the_waterfall(tmp_path: Path) -> Non
         ("tool", "fetch", 2),
         ("tool", "fetch", 1),
     ]
+
+
+def test_a_calls_redaction_records_are_on_its_row(tmp_path: Path) -> None:
+    """Where a call's values were redacted (field, path, rule) shows with the call."""
+
+    @sftrace.trace_tool
+    def login(user: str, password: str) -> str:
+        return "ok"
+
+    with sftrace.record("redacting-agent", output=tmp_path / "redacted.sftrace"):
+        login("ada", password="hunter2-very-secret")
+    payload, values = page_data(render_html(tmp_path / "redacted.sftrace"))
+    call = payload["rows"][1]
+    assert call["red"] == [{"field": "input", "path": "$.password", "rule": "sensitive_key"}]
+    assert "hunter2" not in json.dumps(values)
