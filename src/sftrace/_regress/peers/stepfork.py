@@ -19,7 +19,18 @@ from typing import Any, Final
 
 import orjson
 
-from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
+from sftrace._bundle.files import (
+    bundle_root,
+    check_directory,
+    read_bundle_file,
+    read_optional_file,
+)
+from sftrace._bundle.format import (
+    MAX_MANIFEST_BYTES,
+    MAX_SPANS_BYTES,
+    STATUS_COMPLETED,
+    STATUS_FAILED,
+)
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
 from sftrace._model.jsonpath import format_path
@@ -34,20 +45,6 @@ _REDACTIONS = "redactions.json"
 _INTEGRITY = "integrity.json"
 # The marker stepfork puts in place of a redacted value.
 _STEPFORK_MARKER: Final = "[REDACTED]"
-_MAX_FILE_BYTES: Final = 1024 * 1024 * 1024
-
-
-def _read(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(_MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise BundleError(
-            f"{path}: cannot be read ({exc.strerror or exc})", path=str(path)
-        ) from None
-    if len(data) > _MAX_FILE_BYTES:
-        raise BundleError(f"{path}: over {_MAX_FILE_BYTES} bytes; refusing it", path=str(path))
-    return data
 
 
 def _json_object(path: Path, data: bytes) -> dict[str, Any]:
@@ -64,12 +61,8 @@ def check_manifest(root: Path) -> dict[str, Any]:
     """The manifest of the stepfork bundle at ``root``; ``BundleError`` if it is not one
     this reader understands."""
     path = root / _MANIFEST
-    if not root.is_dir():
-        raise BundleError(
-            f"{str(root)!r} is not a stepfork bundle (a stepfork .sftrace is a directory)",
-            path=str(root),
-        )
-    manifest = _json_object(path, _read(path))
+    check_directory(root)
+    manifest = _json_object(path, read_bundle_file(root, _MANIFEST, MAX_MANIFEST_BYTES))
     if manifest.get("format") != FORMAT:
         raise BundleError(
             f"{path}: not a stepfork bundle (format={manifest.get('format')!r}, expected "
@@ -91,7 +84,7 @@ def _check_integrity(root: Path, files: dict[str, bytes]) -> None:
     path = root / _INTEGRITY
     if not path.exists():
         return
-    integrity = _json_object(path, _read(path))
+    integrity = _json_object(path, read_bundle_file(root, _INTEGRITY, MAX_MANIFEST_BYTES))
     digests = integrity.get("files")
     if integrity.get("algorithm") != "sha256" or not isinstance(digests, dict):
         raise BundleError(f"{path}: expected sha256 digests under 'files'", path=str(path))
@@ -126,11 +119,15 @@ def _events(root: Path, data: bytes) -> list[dict[str, Any]]:
 
 def read_stepfork(path: str | os.PathLike[str]) -> PeerRun:
     """Read one stepfork bundle. Raises ``BundleError`` for anything it cannot read."""
-    root = Path(path)
+    root = bundle_root(path)
     manifest = check_manifest(root)
-    files = {_MANIFEST: _read(root / _MANIFEST), _EVENTS: _read(root / _EVENTS)}
-    if (root / _REDACTIONS).exists():
-        files[_REDACTIONS] = _read(root / _REDACTIONS)
+    files = {
+        _MANIFEST: read_bundle_file(root, _MANIFEST, MAX_MANIFEST_BYTES),
+        _EVENTS: read_bundle_file(root, _EVENTS, MAX_SPANS_BYTES),
+    }
+    redactions = read_optional_file(root / _REDACTIONS, MAX_MANIFEST_BYTES)
+    if redactions is not None:
+        files[_REDACTIONS] = redactions
     _check_integrity(root, files)
     events = _events(root, files[_EVENTS])
     created = iso_to_ns(manifest.get("created_at"), str(root / _MANIFEST))
