@@ -467,6 +467,6 @@ def test_every_problem_of_a_suite_is_named_in_one_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("source", ["stepfork", "agenttrace"])
 def test_a_missing_recording_is_named(tmp_path: Path, source: str) -> None:
     missing = tmp_path / "nowhere.sftrace"
-    with pytest.raises(BundleError, match="nowhere.sftrace"):
+    with pytest.raises(BundleError, match=r"nowhere\.sftrace"):
         import_peer_runs([missing], source=source, output=tmp_path / "out")
     assert not (tmp_path / "out").exists()
