@@ -37,6 +37,7 @@ if _typing.TYPE_CHECKING:
         SftraceError,
         SuiteError,
         TraceSerializationError,
+        UnrecordedResultError,
     )
     from sftrace._export.bundle_exporter import BundleSpanExporter
     from sftrace._export.collector_import import ImportedRun, ImportResult, import_otlp_files
@@ -100,6 +101,7 @@ _LAZY: dict[str, str] = {
     "SftraceError": "_errors",
     "SuiteError": "_errors",
     "TraceSerializationError": "_errors",
+    "UnrecordedResultError": "_errors",
     "ArgumentsExpectation": "_regress.expectations",
     "Expectations": "_regress.expectations",
     "load_expectations": "_regress.expectations",
@@ -182,6 +184,7 @@ __all__ = [
     "SuiteCase",
     "SuiteError",
     "TraceSerializationError",
+    "UnrecordedResultError",
     "Verdict",
     "__version__",
     "allm_request",

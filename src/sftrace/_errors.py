@@ -12,6 +12,7 @@
         ├── ReplayExhaustedError                a call after every recorded call was used
         ├── ReplayPolicyError                   a call its policy or mode refuses
         ├── IncompleteReplayError               recorded calls were never reached
+        ├── UnrecordedResultError               a call whose result could not be recorded
         └── RecordedDependencyError             a recorded failure whose class can't be rebuilt
             └── RecordedInterruption            a recorded KeyboardInterrupt, SystemExit...
 
@@ -111,6 +112,20 @@ class IncompleteReplayError(ReplayError):
     def __init__(self, message: str, *, unused: list[Any]) -> None:
         super().__init__(message)
         self.unused = unused
+
+
+class UnrecordedResultError(ReplayError):
+    """A replay reached a call whose result could not be recorded, so it cannot answer it.
+
+    ``call_number`` is the recorded call's sequence number, ``label`` names it (``tool
+    'fetch'``), ``reason`` is why its result could not be recorded (as recorded).
+    """
+
+    def __init__(self, message: str, *, call_number: int, label: str, reason: str) -> None:
+        super().__init__(message)
+        self.call_number = call_number
+        self.label = label
+        self.reason = reason
 
 
 class RecordedDependencyError(ReplayError):

@@ -57,6 +57,8 @@ SEQ: Final = "sftrace.seq"  # order in which boundaries were reached; the run is
 RUN_ID: Final = "sftrace.run_id"
 INPUT: Final = "sftrace.input"  # canonical JSON of the call's input
 OUTPUT: Final = "sftrace.output"  # canonical JSON of the call's output
+# Instead of OUTPUT when the result could not become JSON: why (redacted).
+OUTPUT_UNRECORDED: Final = "sftrace.output.unrecorded"
 REPLAY_POLICY: Final = "sftrace.replay_policy"
 ERROR_TYPE: Final = "sftrace.error.type"  # qualified name of the exception type
 ERROR_MESSAGE: Final = "sftrace.error.message"

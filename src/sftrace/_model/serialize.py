@@ -38,7 +38,11 @@ from sftrace._errors import TraceSerializationError
 Serializer = Callable[[Any], Any]
 JSON = Any  # a JSON-compatible value: None, bool, int, float, str, list or dict of str keys
 
-_UNSORTED_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+# Datetimes go through _known (isoformat(), the same text): orjson crashes the process
+# on a tzinfo whose utcoffset() raises.
+_UNSORTED_OPTIONS = (
+    orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME
+)
 _OPTIONS = orjson.OPT_SORT_KEYS | _UNSORTED_OPTIONS
 
 
@@ -70,6 +74,8 @@ def _known(value: Any, default: Callable[[Any], Any]) -> Any:
         return base64.b64encode(data).decode("ascii")
     if isinstance(value, set | frozenset):
         return sorted(value, key=lambda item: orjson.dumps(item, default=default, option=_OPTIONS))
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
     if isinstance(value, decimal.Decimal | pathlib.PurePath):
         return str(value)
     if isinstance(value, _dt.timedelta):
@@ -214,10 +220,13 @@ def dumps(
     options = _OPTIONS if sort_keys else _UNSORTED_OPTIONS
     try:
         return orjson.dumps(value, default=_make_default(serializer), option=options).decode()
-    except (orjson.JSONEncodeError, TypeError, ValueError):
+    except Exception:
         # Slow path, only on failure: walk the value to name the offending path.
         converted = to_json(value, serializer=serializer, what=what)
-        return orjson.dumps(converted, option=options).decode()
+        try:
+            return orjson.dumps(converted, option=options).decode()
+        except Exception as exc:  # not expected: to_json checks what orjson refuses
+            raise _error(what, value, f"{type(exc).__name__}: {exc}") from exc
 
 
 def to_json(value: Any, *, serializer: Serializer | None = None, what: str = "value") -> JSON:
@@ -225,14 +234,31 @@ def to_json(value: Any, *, serializer: Serializer | None = None, what: str = "va
     return _convert(value, serializer, what, 0)
 
 
+# JSON numbers are stored as 64-bit integers (signed, or unsigned when positive).
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
 def _convert(value: Any, serializer: Serializer | None, path: str, depth: int) -> JSON:
+    try:
+        return _convert_value(value, serializer, path, depth)
+    except TraceSerializationError:
+        raise
+    except Exception as exc:  # a model_dump, serializer, property or __iter__ that raises
+        raise _error(path, value, f"converting it raised {_describe(exc)}") from exc
+
+
+def _convert_value(value: Any, serializer: Serializer | None, path: str, depth: int) -> JSON:
     if depth > 200:
         raise _error(path, value, "it is nested more than 200 levels deep (a cycle?)")
-    if value is None or isinstance(value, bool | str):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return _checked_str(value, path)
     if isinstance(value, int):
         if isinstance(value, enum.Enum):
             return _convert(value.value, serializer, path, depth + 1)
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _error(path, value, "the integer is outside the 64-bit range of JSON numbers")
         return int(value)
     if isinstance(value, float):
         if isinstance(value, enum.Enum):
@@ -247,7 +273,7 @@ def _convert(value: Any, serializer: Serializer | None, path: str, depth: int) -
                 key = key.value
             if not isinstance(key, str | int | float | bool) and key is not None:
                 raise _error(f"{path}[{key!r}]", key, "dict keys must be strings or numbers")
-            name = key if isinstance(key, str) else orjson.dumps(key).decode()
+            name = _checked_str(key, path) if isinstance(key, str) else orjson.dumps(key).decode()
             result[name] = _convert(item, serializer, f"{path}.{name}", depth + 1)
         return result
     if isinstance(value, list | tuple):
@@ -272,9 +298,26 @@ def _convert(value: Any, serializer: Serializer | None, path: str, depth: int) -
             raise _error(path, value, "it is not JSON-serializable")
         try:
             converted = serializer(value)
-        except TypeError as exc:
-            raise _error(path, value, f"the serializer refused it ({exc})") from exc
+        except Exception as exc:
+            raise _error(path, value, f"the serializer refused it ({_describe(exc)})") from exc
     return _convert(converted, serializer, path, depth + 1)
+
+
+def _checked_str(value: str, path: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _error(
+            path, value, f"it holds a lone surrogate at index {exc.start} (not valid UTF-8)"
+        ) from None
+    return value
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return type(exc).__name__
 
 
 def _error(path: str, value: Any, why: str) -> TraceSerializationError:

@@ -19,7 +19,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from sftrace._errors import ReplayMismatchError
+from sftrace._errors import ReplayMismatchError, TraceSerializationError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
@@ -28,6 +28,7 @@ from sftrace._model.serialize import Serializer, canonical, dumps, loads
 from sftrace._record.failure import failure_details
 from sftrace._record.intercept import Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, record_failure
+from sftrace._record.unrecorded import unrecorded_error, unrecorded_reason
 
 T = TypeVar("T")
 Restore = Callable[[Any], Any]
@@ -156,9 +157,14 @@ class BoundaryCall:
     def finish(self, value: Any) -> None:
         """Record a result produced by the body (or the manual handler)."""
         what = f"{self.spec.kind} {self.spec.name!r} result"
-        output_json = self._redacted_output(
-            dumps(value, serializer=self.spec.serializer, what=what, sort_keys=False)
-        )
+        try:
+            output_json = dumps(value, serializer=self.spec.serializer, what=what, sort_keys=False)
+        except TraceSerializationError as exc:  # never break the host: mark it, go on
+            reason, records = unrecorded_reason(self.run, exc)
+            self._note_redactions(records)
+            self.span.set_attribute(A.OUTPUT_UNRECORDED, reason)
+            return
+        output_json = self._redacted_output(output_json)
         decision = self.decision
         if decision is not None and decision.action is Action.DERIVED:
             self._check_derived(decision, output_json)
@@ -172,6 +178,7 @@ class BoundaryCall:
         It was redacted when it was recorded, so it is not scanned again: its redaction
         records, and an LLM call's usage and response model, come from the recording.
         """
+        self._refuse_unrecorded(recorded)
         output_json = recorded.output_json or "null"
         attributes = recorded.attributes
         self._set_output(output_json)
@@ -211,9 +218,18 @@ class BoundaryCall:
         if self.spec.kind == A.KIND_TOOL:
             self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
 
+    def _refuse_unrecorded(self, recorded: Call) -> None:
+        """Raise when ``recorded``'s result could not be recorded: nothing to answer with."""
+        error = unrecorded_error(recorded)
+        if error is not None:
+            if self.run.replay is not None:
+                self.run.replay.diverge(error)
+            raise error
+
     def _check_derived(self, decision: Decision, output_json: str) -> None:
         recorded = decision.recorded
         assert recorded is not None
+        self._refuse_unrecorded(recorded)
         if output_json == (recorded.output_json or "null"):
             return
         replayed = loads(output_json)
