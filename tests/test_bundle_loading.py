@@ -76,10 +76,11 @@ def _blank_lines(data: bytes) -> bytes:
     return first + b"\n\n   \n" + rest
 
 
-def test_blank_lines_are_skipped(bundle_path: Path) -> None:
-    """Whitespace-only lines are ignored; the spans around them load."""
+def test_blank_lines_are_refused(bundle_path: Path) -> None:
+    """A whitespace-only line is refused (sftrace never writes one), naming the line."""
     _rewrite(bundle_path, _blank_lines)
-    assert len(load_bundle(bundle_path).spans) == 5
+    with pytest.raises(BundleError, match=r":2: blank line"):
+        load_bundle(bundle_path)
 
 
 def _move_run_span_last(data: bytes) -> bytes:

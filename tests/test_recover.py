@@ -257,7 +257,7 @@ def test_bundle_that_could_not_be_put_in_place_is_kept_for_recovery(
         target.mkdir()
         (target / "squatter.txt").write_text("not a bundle")
     [partial] = partials(tmp_path)
-    with pytest.raises(BundleError, match="already exists"):
+    with pytest.raises(BundleError, match="only an sftrace bundle is ever replaced"):
         recover_bundle(partial)
     path = recover_bundle(partial, output=tmp_path / "recovered.sftrace")
     bundle = load_bundle(path, verify_integrity=True)

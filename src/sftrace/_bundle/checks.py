@@ -141,14 +141,29 @@ def _decoded_attributes(
             attributes[item["key"]] = value["stringValue"]
         else:
             try:
-                attributes[item["key"]] = decode_value(value)
+                decoded = decode_value(value)
+                if not fits_int64(decoded):
+                    raise ValueError("an integer outside the 64-bit range OTLP allows")
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 problems.append(
                     f"span {span_id}: attribute {repr_preview(item['key'])} has a malformed value "
                     f"({shorten(str(exc), 60)})"
                 )
                 return None
+            attributes[item["key"]] = decoded
     return attributes
+
+
+def fits_int64(value: Any) -> bool:
+    """Every integer in ``value`` (an attribute value: scalars, lists, dicts) is a signed
+    64-bit one, as OTLP's ``intValue`` is and as JSON output can write."""
+    if isinstance(value, int):
+        return -(1 << 63) <= value < 1 << 63
+    if isinstance(value, list):
+        return all(fits_int64(item) for item in value)
+    if isinstance(value, dict):
+        return all(fits_int64(item) for item in value.values())
+    return True
 
 
 def is_nanos(value: Any) -> bool:

@@ -126,6 +126,46 @@ def read_bundle_file(root: Path, name: str, limit: int) -> bytes:
     return data
 
 
+def read_lines_file(root: Path, name: str, limit: int, line_limit: int) -> bytearray:
+    """The bytes of a JSON-lines file of the bundle (see :func:`open_bundle_file`), read
+    in chunks: a line longer than ``line_limit`` bytes is refused as soon as that many
+    bytes of it are read, so an over-long line is never read whole into memory."""
+    fd, _ = open_bundle_file(root, name, limit)
+    display = str(root / name)
+    data = bytearray()
+    line_start, lines = 0, 0
+    try:
+        with os.fdopen(fd, "rb", buffering=0) as handle:
+            while chunk := handle.read(_CHUNK):
+                got = len(data)
+                data += chunk
+                if len(data) > limit:  # it grew while being read
+                    raise BundleError(
+                        f"{display}: over the limit of {limit} bytes; refusing to load it",
+                        path=display,
+                    )
+                first = chunk.find(b"\n")
+                reach = got + (first + 1 if first >= 0 else len(chunk)) - line_start
+                if reach > line_limit:
+                    raise BundleError(
+                        f"{display}:{lines + 1}: line longer than {line_limit} bytes; refusing "
+                        f"to load it",
+                        path=display,
+                        line=lines + 1,
+                    )
+                if first >= 0:
+                    line_start = got + chunk.rfind(b"\n") + 1
+                    lines += chunk.count(b"\n")
+    except OSError as exc:
+        raise BundleError(
+            f"{display}: cannot be read ({exc.strerror or exc})", path=display
+        ) from None
+    return data
+
+
+_CHUNK = 1024 * 1024
+
+
 def read_optional_file(path: Path, limit: int) -> bytes | None:
     """The bytes of a regular file inside a bundle (no symlinks), or None if missing."""
     if not os.path.lexists(path):

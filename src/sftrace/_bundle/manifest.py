@@ -113,6 +113,11 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_int64(value: Any) -> bool:
+    """A JSON integer that JSON output can write back (a signed 64-bit one)."""
+    return _is_int(value) and -(1 << 63) <= value < 1 << 63
+
+
 def _take(
     raw: Mapping[str, Any],
     names: dict[str, tuple[str, bool]],
@@ -131,16 +136,20 @@ def _take(
         if value is None and optional:
             known[name] = None
             continue
-        if (kind == "str" and isinstance(value, str)) or (kind == "int" and _is_int(value)):
+        if (kind == "str" and isinstance(value, str)) or (kind == "int" and _is_int64(value)):
             known[name] = value
-        elif kind == "float" and (_is_int(value) or isinstance(value, float)):
+        elif kind == "float" and (_is_int64(value) or isinstance(value, float)):
             known[name] = float(value)
         elif kind == "dict" and isinstance(value, dict):
             known[name] = value
         elif kind == "strs" and isinstance(value, list) and all(isinstance(v, str) for v in value):
             known[name] = list(value)
         else:
-            what = {"strs": "a list of strings", "dict": "an object"}.get(kind, f"a {kind}")
+            what = {
+                "strs": "a list of strings",
+                "dict": "an object",
+                "int": "a 64-bit integer",
+            }.get(kind, f"a {kind}")
             raise _problem(display, prefix + name, f"must be {what}", value)
     extra = {key: value for key, value in raw.items() if key not in names}
     return known, extra

@@ -10,6 +10,8 @@ import datetime as _dt
 import re
 import secrets
 
+from sftrace._bundle.format import BUNDLE_SUFFIX, PARTIAL_SUFFIX
+
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -20,4 +22,25 @@ def new_run_id() -> str:
 
 
 def safe_file_stem(name: str) -> str:
+    """``name`` with everything but letters, digits, ``.``, ``_`` and ``-`` replaced, and
+    no leading or trailing dot: it can only name a file inside its directory."""
     return _UNSAFE_NAME.sub("_", name).strip("._") or "agent"
+
+
+def bundle_name(agent_name: str, run_id: str) -> str:
+    """``<agent>-<run_id>.sftrace``, both parts made safe."""
+    return f"{safe_file_stem(agent_name)}-{safe_file_stem(run_id)}{BUNDLE_SUFFIX}"
+
+
+def is_plain_name(name: object) -> bool:
+    """True for a name that stays inside its directory and hides nothing: one path
+    component, not ``.`` or ``..``, no NUL, not hidden, not an unfinished recording's."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and not name.startswith(".")
+        and not name.endswith(PARTIAL_SUFFIX)
+    )

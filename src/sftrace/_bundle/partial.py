@@ -20,7 +20,6 @@ import orjson
 from sftrace._bundle.checks import parse_checksums
 from sftrace._bundle.files import read_optional_file
 from sftrace._bundle.format import (
-    BUNDLE_SUFFIX,
     CHECKSUMS_FILE,
     FORMAT_NAME,
     HEADER_FILE,
@@ -32,6 +31,7 @@ from sftrace._bundle.format import (
     SPANS_FILE,
 )
 from sftrace._bundle.manifest import HEX32, Manifest
+from sftrace._bundle.names import bundle_name, is_plain_name
 from sftrace._bundle.reader import spans_from_data
 from sftrace._bundle.rebuild import Recovered, rebuild
 from sftrace._errors import BundleError
@@ -190,5 +190,7 @@ def _final_name_from_partial(partial: Path, manifest: Manifest) -> str:
     run_id = manifest.run_id
     suffix = f".{run_id}{PARTIAL_SUFFIX}"
     if name.startswith(".") and run_id and name.endswith(suffix):
-        return name[1 : -len(suffix)]
-    return f"{manifest.agent_name}-{run_id}{BUNDLE_SUFFIX}"
+        candidate = name[1 : -len(suffix)]
+        if is_plain_name(candidate):
+            return candidate
+    return bundle_name(manifest.agent_name, run_id)

@@ -23,8 +23,8 @@ from sftrace._bundle.files import (
     check_bundle_file,
     check_directory,
     check_is_bundle,
-    read_bundle_file,
     read_json_object,
+    read_lines_file,
 )
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
@@ -55,7 +55,11 @@ class SpanLines(Sequence[dict[str, Any]]):
     __slots__ = ("_data", "_ends", "_first", "_starts")
 
     def __init__(
-        self, data: bytes, starts: Sequence[int], ends: Sequence[int], first: dict[str, Any]
+        self,
+        data: bytes | bytearray,
+        starts: Sequence[int],
+        ends: Sequence[int],
+        first: dict[str, Any],
     ) -> None:
         self._data = data
         self._starts = starts
@@ -158,11 +162,13 @@ def load_finished_bundle(root: Path, *, verify_integrity: bool = False) -> Bundl
 
 
 def _load_spans(root: Path, manifest: Manifest) -> Bundle:
-    data = read_bundle_file(root, SPANS_FILE, MAX_SPANS_BYTES)
+    data = read_lines_file(root, SPANS_FILE, MAX_SPANS_BYTES, MAX_LINE_BYTES)
     return spans_from_data(root, manifest, data, str(root / SPANS_FILE))
 
 
-def spans_from_data(root: Path | None, manifest: Manifest, data: bytes, display: str) -> Bundle:
+def spans_from_data(
+    root: Path | None, manifest: Manifest, data: bytes | bytearray, display: str
+) -> Bundle:
     """Check the span lines ``data`` of a bundle (``display`` names them in errors)."""
     # One read, then one parse per line: the parsed span is checked, turned into a Call
     # and dropped; only the line's position is kept (see SpanLines).
@@ -185,7 +191,7 @@ def spans_from_data(root: Path | None, manifest: Manifest, data: bytes, display:
         line = data[position:end]
         start, position = position, end + 1
         if not line.strip():
-            continue
+            raise loader.error(number, "blank line; a bundle holds one span on every line")
         try:
             span = loads(line)
         except orjson.JSONDecodeError as exc:

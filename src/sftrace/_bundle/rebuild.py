@@ -23,12 +23,12 @@ import orjson
 from sftrace._bundle.checks import SpanChecker
 from sftrace._bundle.files import bounded_lines, open_bundle_file
 from sftrace._bundle.format import (
-    BUNDLE_SUFFIX,
     JOURNAL_FILE,
     MAX_SPANS_BYTES,
     STATUS_INTERRUPTED,
 )
 from sftrace._bundle.manifest import Manifest, RunTotals, manifest_from_parts
+from sftrace._bundle.names import bundle_name, is_plain_name
 from sftrace._bundle.reader import Bundle, spans_from_data
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes, encode_attributes
@@ -223,16 +223,12 @@ def _lost_calls(calls: list[_Span], notes: list[str], *, interrupted: bool) -> l
 
 
 def _final_name(header: dict[str, Any], manifest: Manifest) -> str:
+    """The bundle's name: the one the run was recording to, if it is a plain name;
+    else ``<agent>-<run_id>.sftrace`` made safe (a header is data from disk)."""
     final_name = header.get("final_name")
-    if not isinstance(final_name, str) or not _safe_name(final_name):
-        final_name = f"{manifest.agent_name}-{manifest.run_id}{BUNDLE_SUFFIX}"
-        if not _safe_name(final_name):
-            final_name = f"recovered-{manifest.trace_id}{BUNDLE_SUFFIX}"
-    return final_name
-
-
-def _safe_name(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
+    if is_plain_name(final_name):
+        return str(final_name)
+    return bundle_name(manifest.agent_name, manifest.run_id)
 
 
 def _list(value: Any) -> list[dict[str, Any]]:

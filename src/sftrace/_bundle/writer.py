@@ -29,11 +29,13 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 from sftrace._bundle.checks import checksums_text
+from sftrace._bundle.files import read_json_object
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
     HEADER_FILE,
     JOURNAL_FILE,
     MANIFEST_FILE,
+    MAX_MANIFEST_BYTES,
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
@@ -180,7 +182,14 @@ def place_directory(source: Path, target: Path, *, overwrite: bool) -> None:
     moment without a valid bundle at ``target``; elsewhere it falls back to two renames.
     """
     parent = target.parent
-    if overwrite and target.exists():
+    if overwrite and os.path.lexists(target):
+        refusal = replace_refusal(target)  # checked again: it may have changed since
+        if refusal is not None:
+            raise BundleError(
+                f"cannot replace {str(target)!r}: {refusal}; only an sftrace bundle is ever "
+                f"replaced",
+                path=str(target),
+            )
         if target.is_dir() and not target.is_symlink() and _exchange(source, target):
             shutil.rmtree(source)  # now holds the old bundle
         else:
@@ -221,6 +230,32 @@ def _exchange(a: Path, b: Path) -> bool:
     return bool(result == 0)
 
 
+def replace_refusal(path: Path) -> str | None:
+    """Why the existing ``path`` must not be replaced by a bundle, or None when it may.
+
+    Only a directory holding a finished sftrace bundle whose manifest reads (or an empty
+    directory) may be replaced: never a file, a symbolic link, a source tree, another
+    tool's bundle or an unfinished recording.
+    """
+    if path.is_symlink() or not path.is_dir():
+        return "it is not a directory"
+    try:
+        if not any(path.iterdir()):
+            return None
+    except OSError as exc:
+        return f"it cannot be listed ({exc.strerror or exc})"
+    if path.name.endswith(PARTIAL_SUFFIX) or any(
+        os.path.lexists(path / name) for name in (HEADER_FILE, JOURNAL_FILE)
+    ):
+        return "it is an unfinished recording (recover it with `sftrace recover`)"
+    try:
+        display = str(path / MANIFEST_FILE)
+        Manifest.from_json(read_json_object(path, MANIFEST_FILE, MAX_MANIFEST_BYTES), display)
+    except BundleError as exc:
+        return f"it does not hold a readable sftrace bundle ({exc})"
+    return None
+
+
 def check_bundle_target(
     path: Path, *, overwrite: bool, purpose: str, overwrite_hint: str = "pass overwrite=True"
 ) -> None:
@@ -228,15 +263,18 @@ def check_bundle_target(
 
     ``purpose`` says what is being written, for the message ("write the bundle",
     "save the replay"); ``overwrite_hint`` how to allow replacing (the CLI's flag).
-    Raises ``BundleError``.
+    Raises ``BundleError`` naming ``path``; nothing is touched.
     """
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
+    if not os.path.lexists(path):
+        return
+    refusal = replace_refusal(path)
+    if refusal is not None:
         raise BundleError(
-            f"cannot {purpose} to {str(path)!r}: it exists and is not a bundle directory; "
-            f"choose another path",
+            f"cannot {purpose} to {str(path)!r}: {refusal}; only an sftrace bundle is ever "
+            f"replaced: choose another path",
             path=str(path),
         )
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
+    if any(path.iterdir()) and not overwrite:
         raise BundleError(
             f"cannot {purpose} to {str(path)!r}: a bundle already exists there; "
             f"{overwrite_hint} to replace it, or choose another path",

@@ -29,10 +29,8 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from sftrace._bundle.format import (
-    BUNDLE_SUFFIX,
-)
 from sftrace._bundle.manifest import RunTotals, build_manifest, journal_header, utc_iso
+from sftrace._bundle.names import bundle_name
 from sftrace._bundle.writer import BundleWriter, partial_dir_for
 from sftrace._errors import BundleError
 from sftrace._internal import log_once
@@ -184,7 +182,7 @@ class BundleSpanExporter(SpanExporter):
             path = run.final_path
             if path is None:
                 assert self._directory is not None
-                path = self._directory / f"{manifest.agent_name}-{manifest.run_id}{BUNDLE_SUFFIX}"
+                path = self._directory / bundle_name(manifest.agent_name, manifest.run_id)
             run.outcome.path = run.writer.finalize(manifest, path, overwrite=run.overwrite)
         except Exception as exc:
             run.writer.close()  # the journal stays: `sftrace recover` can rebuild the run

@@ -22,7 +22,6 @@ import orjson
 
 from sftrace._bundle.checks import SpanChecker
 from sftrace._bundle.files import bounded_lines
-from sftrace._bundle.format import BUNDLE_SUFFIX
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.manifest import (
     RunTotals,
@@ -31,7 +30,7 @@ from sftrace._bundle.manifest import (
     manifest_from_parts,
     utc_iso,
 )
-from sftrace._bundle.names import safe_file_stem
+from sftrace._bundle.names import bundle_name, safe_file_stem
 from sftrace._bundle.writer import BundleWriter, partial_dir_for
 from sftrace._errors import BundleError
 from sftrace._export.otlp import ENRICHMENT_ATTRIBUTES
@@ -205,7 +204,7 @@ def _import_run(
     run.problem = _completeness_problem(spans, runs)
     if run.problem is not None:
         return run
-    path = output / f"{safe_file_stem(agent)}-{safe_file_stem(run_id)}{BUNDLE_SUFFIX}"
+    path = output / bundle_name(agent, run_id)
     if path.exists() and not overwrite:
         run.problem = f"{path} already exists; pass --overwrite to replace it"
         return run

@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-from sftrace._bundle.format import BUNDLE_SUFFIX
-from sftrace._bundle.names import safe_file_stem
+from sftrace._bundle.names import bundle_name
 from sftrace._errors import BundleError, ConfigError
 from sftrace._export.collector_import import ImportedRun, ImportResult
 from sftrace._record.redaction import Redactor
@@ -44,8 +43,7 @@ def read_peer_runs(source: str, paths: Iterable[str | os.PathLike[str]]) -> list
 
 def bundle_path_for(run: PeerRun, output: Path) -> Path:
     """Where a run is imported to: ``<agent>-<run_id>.sftrace`` in ``output``."""
-    stem = f"{safe_file_stem(run.agent_name)}-{safe_file_stem(run.run_id)}"
-    return output / f"{stem}{BUNDLE_SUFFIX}"
+    return output / bundle_name(run.agent_name, run.run_id)
 
 
 def write_runs(
