@@ -470,3 +470,10 @@ def test_a_missing_recording_is_named(tmp_path: Path, source: str) -> None:
     with pytest.raises(BundleError, match=r"nowhere\.sftrace"):
         import_peer_runs([missing], source=source, output=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_ignore_path_is_named(tmp_path: Path) -> None:
+    suite = copy_suite(tmp_path, '"generated_at"', '"items[oops"')
+    with pytest.raises(SuiteError, match=r"items\[oops"):
+        migrate_suite(suite, tmp_path / "new" / "s.sftrace-suite.toml")
+    assert not (tmp_path / "new").exists()

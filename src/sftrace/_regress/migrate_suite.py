@@ -26,7 +26,8 @@ from typing import Any, Final
 
 from sftrace._bundle.format import BUNDLE_SUFFIX
 from sftrace._bundle.names import safe_file_stem
-from sftrace._errors import BundleError, SuiteError
+from sftrace._errors import BundleError, ConfigError, SuiteError
+from sftrace._model.jsonpath import parse_paths
 from sftrace._regress.compare import FindingCode, Severity
 from sftrace._regress.peers import write_runs
 from sftrace._regress.peers.agenttrace import read_agenttrace
@@ -93,6 +94,10 @@ def _policy(raw: Any, where: str, plan: _Plan) -> dict[str, Any]:
     if not isinstance(paths, list) or not all(isinstance(path, str) for path in paths):
         plan.problems.append(f"{where}: ignore_paths must be a list of strings, got {paths!r}")
     elif paths:
+        try:
+            parse_paths(paths, what=f"{where}: ignore_paths")
+        except ConfigError as exc:
+            plan.problems.append(str(exc))
         policy["ignore_paths"] = list(paths)
     overrides = raw.get("severity_overrides", {})
     if not isinstance(overrides, dict):
