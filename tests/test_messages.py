@@ -245,3 +245,26 @@ def test_one_unreached_call_is_singular(tmp_path: Path) -> None:
     with replay(bundle) as session, pytest.raises(sftrace.IncompleteReplayError) as caught:
         session.verify_complete()
     assert "1 of 1 recorded call was never reached" in str(caught.value)
+
+
+def test_a_bundle_naming_sftrace_errors_privately_still_reproduces(tmp_path: Path) -> None:
+    """Bundles written before the errors were named sftrace.X hold sftrace._errors.X: the
+    replayed failure is still the recorded one, and no call error 'changed'."""
+
+    @trace_tool
+    def configure_agent(level: str) -> str:
+        raise sftrace.ConfigError(f"unknown level {level!r}")
+
+    def agent(level: str) -> None:
+        configure_agent(level)
+
+    bundle = tmp_path / "old.sftrace"
+    with pytest.raises(sftrace.ConfigError), record("old", output=bundle, run_input="x"):
+        agent("x")
+    for file in bundle.iterdir():
+        text = file.read_text()
+        file.write_text(text.replace('"sftrace.ConfigError"', '"sftrace._errors.ConfigError"'))
+    assert "sftrace._errors.ConfigError" in (bundle / "manifest.json").read_text()
+    result = replay_run(bundle, agent)
+    assert result.reproduced_failure
+    assert sftrace.compare(bundle, result).findings == ()

@@ -171,3 +171,10 @@ for _error in (
 ):
     _error.__module__ = "sftrace"
 del _error
+
+
+def public_error_name(type_name: str) -> str:
+    """The recorded type name of an sftrace error as it is named today: bundles written
+    before the errors named themselves ``sftrace.X`` recorded ``sftrace._errors.X``."""
+    old = "sftrace._errors."
+    return f"sftrace.{type_name[len(old) :]}" if type_name.startswith(old) else type_name

@@ -36,7 +36,7 @@ from sftrace._bundle.format import (
     SUPPORTED_VERSIONS,
     not_a_bundle_message,
 )
-from sftrace._errors import BundleError
+from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import encode_attributes, encode_span, span_id_hex, trace_id_hex
 from sftrace._model.text import repr_preview
@@ -179,6 +179,8 @@ class Failure:
         if not isinstance(raw, dict):
             raise _problem(display, "failure", "must be an object", raw)
         known, extra = _take(raw, cls.FIELDS, display, "failure.")
+        if isinstance(known.get("type"), str):
+            known["type"] = public_error_name(known["type"])
         return cls(**known, extra=extra)
 
 

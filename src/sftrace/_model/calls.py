@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from sftrace._errors import public_error_name
 from sftrace._model import attributes as A
 from sftrace._model.text import shorten
 
@@ -189,7 +190,7 @@ def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
     error_type = attributes.get(A.ERROR_TYPE)
     if error_type is not None:
         error = CallFailure(
-            type=str(error_type),
+            type=public_error_name(str(error_type)),
             message=str(attributes.get(A.ERROR_MESSAGE, "")),
             builtin=bool(attributes.get(A.ERROR_BUILTIN, False)),
             cancelled=bool(attributes.get(A.CANCELLED, False)),
