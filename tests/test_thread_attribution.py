@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import context as otel_context
 
 from sftrace import load_bundle, record, replay, trace_tool
+from sftrace._record import run as run_module
 from sftrace._record import threads
 
 STEPS = 3
@@ -300,3 +302,25 @@ def test_propagation_never_changes_what_the_work_returns_or_raises(tmp_path: Pat
         timer.start()
         timer.join()
         assert "run" not in vars(timer)  # the per-thread wrapper is gone after it ran
+
+
+def test_a_pool_started_inside_a_run_does_not_keep_it(tmp_path: Path) -> None:
+    """Worker threads a run's submission started carry no run into later work."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        with record("agent", output=tmp_path / "p.sftrace"):
+            assert pool.submit(run_module.current_run).result() is not None
+        assert pool.submit(otel_context.get_value, threads.RUN_KEY).result() is None
+    finally:
+        pool.shutdown()
+
+
+def test_starting_a_thread_twice_fails_as_without_sftrace(tmp_path: Path) -> None:
+    """A failed start() raises the same error and leaves the thread as it was."""
+    worker = threading.Thread(target=lambda: None)
+    with record("agent", output=tmp_path / "t.sftrace"):
+        worker.start()
+        worker.join()
+        with pytest.raises(RuntimeError, match="threads can only be started once"):
+            worker.start()
+    assert "run" not in vars(worker)

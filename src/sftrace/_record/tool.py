@@ -204,8 +204,8 @@ def trace_tool(
 
             @functools.wraps(fn)
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-                # Outside any run (the common case in production) this costs one
-                # context-variable read and one list check.
+                # With no run in the process (the common case in production) this
+                # costs one list check.
                 run = current_run()
                 if run is None:
                     return fn(*args, **kwargs)
