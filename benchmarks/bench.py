@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import workload  # noqa: E402
+from redaction_bench import measure_redaction  # noqa: E402
 
 import sftrace  # noqa: E402
 from sftrace import Redactor, llm_request, load_bundle, record, replay, trace_tool  # noqa: E402
@@ -535,6 +536,7 @@ def build_report(
     otlp: dict[str, Any] | None,
     stepfork: dict[str, Any] | None,
     args: Any,
+    redaction: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     s = bench.samples
     lengths = bench.lengths
@@ -746,6 +748,9 @@ def build_report(
                 check("memory_growth_mb", grown, 64),
             )
         )
+    if redaction is not None:
+        rows.extend(Row(**row) for row in redaction["rows"])
+        checks.update(redaction["checks"])
     if stepfork is not None:
         if "error" in stepfork:
             rows.append(Row("   stepfork 0.2.1 side by side", "not run", stepfork["error"][:60]))
@@ -783,6 +788,7 @@ def build_report(
         "memory": memory,
         "otlp": otlp,
         "stepfork": stepfork,
+        "redaction": redaction,
         "checks": checks,
         "table": [row.__dict__ for row in rows],
     }
@@ -843,6 +849,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     parser.add_argument("--no-otlp", action="store_true", help="skip the OTLP measurement")
     parser.add_argument(
+        "--no-redaction", action="store_true", help="skip the redaction-per-KB measurement"
+    )
+    parser.add_argument(
         "--stepfork",
         action="store_true",
         help=f"also run the workload through {STEPFORK} (installed into a venv under /tmp)",
@@ -866,10 +875,13 @@ def main(argv: list[str] | None = None) -> int:
         otlp = None if args.no_otlp else measure_otlp(bench, args.repeats)
         bench.bundles.clear()
         memory = None if args.no_memory else measure_memory(args.memory_calls)
+        redaction = None
+        if not args.no_redaction:
+            redaction = measure_redaction(args.repeats, quick=args.quick)
         stepfork = None
         if args.stepfork:
             stepfork = measure_stepfork(bench.stepfork_lengths, min(args.repeats, 3))
-        report = build_report(bench, memory, otlp, stepfork, args)
+        report = build_report(bench, memory, otlp, stepfork, args, redaction)
     print_table(report)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nJSON written to {args.json}")

@@ -41,7 +41,7 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     names = [row["name"] for row in report["table"]]
-    for item in range(1, 10):
+    for item in range(1, 11):
         assert any(name.startswith(f"{item}. ") for name in names), (item, names)
     assert "error" not in report["otlp"], report["otlp"]
     assert report["otlp"]["dropped"] == 0
@@ -57,6 +57,7 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
         "otlp_on_vs_off",
         "otlp_spans_per_s",
         "memory_growth_mb",
+        *(f"redaction_us_per_kb_{shape}" for shape in range(6)),
     }
     assert expected_checks <= report["checks"].keys()
     assert "wall/call" in result.stdout

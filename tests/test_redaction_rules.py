@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import secret_corpus as corpus
 from sftrace import Redactor
 from sftrace._record.redaction import KnownSecrets
-from sftrace._record.redaction_rules import Rule
+from sftrace._record.redaction_rules import RUN_CHARACTERS, Rule
 from sftrace._record.redaction_scan import fold, redact_plain, replacer
 
 _REDACTOR = Redactor()
@@ -172,6 +172,29 @@ _B64 = st.text(
     max_size=50,
 )
 _ANY = st.lists(st.one_of(_SHAPED, _EXAMPLES, _AROUND, _WORDS, _B64, st.text()), max_size=8)
+
+
+_RUN = st.text(st.sampled_from(RUN_CHARACTERS), min_size=250, max_size=400)
+_LONG = st.lists(
+    st.one_of(_RUN, _EXAMPLES, _AROUND, _WORDS, st.sampled_from(["=", ":", "==", " = "])),
+    min_size=2,
+    max_size=7,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_LONG, key=_WORDS | st.sampled_from(["note", "Client_Secret", "x-api-key"]))
+def test_long_runs_and_anchors_change_nothing(text: str, key: str) -> None:
+    """Skipping the inside of long base64 runs and looking for names only before ':'/'='
+    gives the plain result, in a text and in a JSON value."""
+    plain = _plain(_REDACTOR, text)
+    assert _REDACTOR.redact_text(text)[0] == plain
+    value = {key: text, "other": [text[:40], text[-300:]]}
+    expected, found = _REDACTOR.redact(value)
+    json_text = orjson.dumps(value).decode()
+    if found:
+        assert _REDACTOR.suspicious(json_text)
+    assert orjson.loads(_REDACTOR.redact_json(json_text, sort_keys=False)[0]) == expected
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

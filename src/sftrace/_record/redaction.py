@@ -44,17 +44,21 @@ from sftrace._record.redaction_rules import (
     ASSIGNMENT,
     BUILTIN_KEYS,
     BUILTIN_PATTERN_NAMES,
+    MAX_KEY_NUMBER,
     Rule,
     builtin_rules,
     glued,
+    key_needle,
     key_suffixes,
     key_words,
     user_rules,
 )
 from sftrace._record.redaction_scan import (
+    EVERYTHING,
     MARKER_PREFIX,
     Redaction,
     Scanner,
+    Survey,
     marker,
     note,
     redact_plain,
@@ -97,6 +101,7 @@ class _Pass:
     found: list[Redaction]
     known: KnownSecrets | None
     learned: bool = False
+    survey: Survey | None = None  # what the JSON text holds (strings are scanned for it)
 
 
 class KnownSecrets:
@@ -207,7 +212,16 @@ class Redactor:
         key_names = list(user_keys)
         if builtins and KEY_RULE not in disabled:
             key_names.extend(BUILTIN_KEYS)
-        self._keys = frozenset(glued(name) for name in key_names)
+        # glued name -> the word a matching key must hold as it is: the longest word of a
+        # built-in name; none for your own names (``internalref`` matches
+        # ``internal_ref``), found in JSON text by squeezing it (see _user_keys_in_json).
+        self._keys: dict[str, str | None] = {}
+        if builtins and KEY_RULE not in disabled:
+            self._keys.update((glued(name), key_needle(name)) for name in BUILTIN_KEYS)
+        self._keys.update((glued(name), None) for name in user_keys)
+        self._squeezed = tuple(
+            sorted({re.sub(r"[^a-z]", "", glued(name)).encode() + b":" for name in user_keys})
+        )
         self._learn = bool(self._keys) and KNOWN_RULE not in disabled
         # Free-text "name=value" knows the built-in names even with sensitive_key off.
         names_in_text = [*user_keys, *BUILTIN_KEYS] if builtins else list(user_keys)
@@ -216,15 +230,14 @@ class Redactor:
             enabled.add(ASSIGNMENT)
         self._rules = builtin_rules(names_in_text, enabled)
         self._replacers = [replacer(rule) for rule in self._rules]
-        self._scanner = Scanner(self._rules)
+        longest = max((len(glued(name)) for name in [*key_names, *names_in_text]), default=0)
+        self._scanner = Scanner(
+            self._rules,
+            key_needles=sorted({needle for needle in self._keys.values() if needle}),
+            keep=48 + 2 * longest + MAX_KEY_NUMBER,
+        )
         self._user_rules = user_rules(patterns)
         self._user_replacers = [replacer(rule) for rule in self._user_rules]
-        # A key is found in JSON text by its glued words (letters only) and the colon
-        # after it, once all but letters and colons are dropped: `"x-Api-Key_2":` ->
-        # `xapikey:` (see _keys_in_json).
-        self._squeezed = tuple(
-            sorted({re.sub(r"[^a-z]", "", name).encode() + b":" for name in self._keys})
-        )
         # Custom patterns and callbacks may match anything: every value is walked.
         self._always_walk = bool(self._user_rules) or callback is not None
 
@@ -288,12 +301,13 @@ class Redactor:
         if not self.active:
             return text, []
         sensitive = key is not None and self.sensitive_key(key)
-        if not sensitive and not self._always_walk and not self._worth_walking(text, known):
+        survey = self._survey(text, known)
+        if survey is None and not sensitive and not self._always_walk:
             return text, []
         try:
             found: list[Redaction] = []
             value = orjson.loads(text)
-            run = _Pass(found, known)
+            run = _Pass(found, known, survey=survey)
             if sensitive and _worth_redacting(value):
                 self._learn_all(value, run)
                 redacted: JSON = marker(KEY_RULE)
@@ -342,32 +356,43 @@ class Redactor:
     def suspicious(self, text: str) -> bool:
         """True when some rule might match in the JSON text ``text`` (cheap; never False
         where a rule would match)."""
-        if self._scanner.suspicious(text):
+        if self._scanner.survey(text) is not None:
             return True
-        return bool(self._squeezed) and self._keys_in_json(text)
+        return bool(self._squeezed) and self._user_keys_in_json(text)
 
     def sensitive_key(self, name: str) -> bool:
         """True when a member named ``name`` has its value redacted."""
         if not self._keys:
             return False
-        return any(suffix in self._keys for suffix in key_suffixes(name))
+        for suffix in key_suffixes(name):
+            if suffix in self._keys:
+                needle = self._keys[suffix]
+                if needle is None or needle in name.lower():
+                    return True
+        return False
 
     # -- internals -------------------------------------------------------------------
-    def _keys_in_json(self, text: str) -> bool:
+    def _user_keys_in_json(self, text: str) -> bool:
+        """A member named after one of your keys, in any spelling: its glued letters and
+        the colon after it remain once all but letters and colons are dropped
+        (``"Internal_Ref_2":`` -> ``internalref:``)."""
         squeezed = text.lower().encode("utf-8", "surrogatepass").translate(None, _SQUEEZE)
         return any(needle in squeezed for needle in self._squeezed)
 
-    def _worth_walking(self, text: str, known: KnownSecrets | None) -> bool:
+    def _survey(self, text: str, known: KnownSecrets | None) -> Survey | None:
+        """What the JSON text ``text`` may hold to redact (None: nothing)."""
         if known is not None and self._learn and known.found_in_json(text):
-            return True
-        return self.suspicious(text)
+            return EVERYTHING
+        if self._squeezed and self._user_keys_in_json(text):
+            return EVERYTHING
+        return self._scanner.survey(text)
 
     def _walk_root(self, value: JSON, run: _Pass) -> JSON:
         redacted = self._walk(value, "$", run)
         if run.learned and run.known is not None:
             # A secret learned under a key also goes where the walk had already been
             # ({"a_conn": "...Pwd=S3cret;", "password": "S3cret"}): walk once more.
-            again = _Pass([], run.known)
+            again = _Pass([], run.known, survey=EVERYTHING)
             redacted = self._walk(redacted, "$", again)
             for redaction in again.found:
                 note(run.found, redaction)
@@ -381,7 +406,7 @@ class Redactor:
             for key, item in value.items():
                 name = key if isinstance(key, str) else str(key)
                 # A secret used as a key: the key itself is redacted (and so is its path).
-                key_run = _Pass([], run.known)
+                key_run = _Pass([], run.known, survey=run.survey)
                 new_name = self._patterns_only(name, "", key_run)
                 while new_name != name and new_name in result:
                     new_name += "'"
@@ -441,7 +466,7 @@ class Redactor:
                 if secret in text:
                     text = text.replace(secret, marker(KNOWN_RULE))
                     note(run.found, Redaction(path, KNOWN_RULE))
-        text = self._scanner.redact(text, path, run.found, self._replacers)
+        text = self._scanner.redact(text, path, run.found, self._replacers, run.survey)
         if self._user_rules:
             text = redact_plain(self._user_rules, text, path, run.found, self._user_replacers)
         return text
@@ -475,14 +500,14 @@ class Redactor:
         return rule if isinstance(rule, str) else CALLBACK_RULE
 
 
-_SQUEEZE = bytes(b for b in range(256) if b not in b"abcdefghijklmnopqrstuvwxyz:")
-
-
 def _worth_redacting(value: JSON) -> bool:
     """A sensitive key's value is replaced unless it holds nothing (null, "", a flag)."""
     if value is None or isinstance(value, bool) or is_marker(value):
         return False
     return not (isinstance(value, str | list | dict) and len(value) == 0)
+
+
+_SQUEEZE = bytes(b for b in range(256) if b not in b"abcdefghijklmnopqrstuvwxyz:")
 
 
 # --- the active redactor --------------------------------------------------------------

@@ -56,12 +56,23 @@ def key_words(name: str) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)
 def key_suffixes(name: str) -> tuple[str, ...]:
-    """Every trailing run of words of ``name``, glued, trailing numbers left out:
-    ``x-api-key-2`` -> xapikey, apikey, key."""
+    """Every trailing run of words of ``name``, glued, trailing numbers (of up to four
+    digits each) left out: ``x-api-key-2`` -> xapikey, apikey, key."""
     words = key_words(name)
-    while len(words) > 1 and words[-1].isdigit():
+    while len(words) > 1 and words[-1].isdigit() and len(words[-1]) <= MAX_KEY_NUMBER:
         words.pop()
     return tuple("".join(words[i:]) for i in range(len(words)))
+
+
+MAX_KEY_NUMBER: Final = 4
+
+
+def key_needle(name: str) -> str:
+    """The longest word of a key name (the last of equals): a key only matches the name
+    when it holds this word as it is, so the scan can look for it (``clientSecret``,
+    ``client_secret`` and ``clientsecret`` hold ``secret``)."""
+    words = key_words(name)
+    return max(reversed(words), key=len)
 
 
 def glued(name: str) -> str:
@@ -79,6 +90,11 @@ def _name_in_text(name: str) -> str:
     return rf"(?<![A-Za-z]){pattern}" if len("".join(words)) <= 3 else pattern
 
 
+# The characters that base64 runs are made of (a long run is skipped by the scan: see
+# Rule.inside).
+RUN_CHARACTERS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+"
+
+
 # --- value rules --------------------------------------------------------------------------
 
 
@@ -90,6 +106,16 @@ class Rule:
     ``keywords``: lowercase literals; every match starts with one of them (case folded).
     ``shape``: for a rule without keywords, the length of the run of ``[A-Za-z0-9/+]``
     characters that every match is exactly (the scanner finds such runs instead).
+    ``requires``: characters of which every match holds at least one ("" for none): a
+    text without any of them is not searched for this rule's keywords.
+    ``inside``: for a rule whose match can start deep inside a long run of
+    ``RUN_CHARACTERS`` (the keyword followed by more run characters), the exact-case
+    literals every match starts with; they are searched in the whole text. Every other
+    rule's keyword is followed, within a few characters, by a character outside the run
+    (``sk-``, ``password=``, ``Bearer ``), so the scan skips the inside of long runs.
+    ``anchor``: characters one of which follows every match's keyword within
+    ``ANCHOR_REACH`` characters plus the longest name (``password = x``): a text with few
+    of them is searched for the keywords only just before each.
     ``check``: called with the secret; a match it refuses is kept as it is.
     """
 
@@ -99,6 +125,14 @@ class Rule:
     shape: int = 0
     examples: tuple[str, ...] = ()
     check: Callable[[str], bool] | None = None
+    requires: str = ""
+    inside: tuple[str, ...] = ()
+    anchor: str = ""
+
+
+# How far before its anchor a keyword may start, beyond the length of the longest name:
+# a number, a quote and up to 16 spaces or tabs.
+ANCHOR_REACH: Final = 32
 
 
 _TOKEN = r"[A-Za-z0-9_-]"
@@ -235,7 +269,7 @@ _SPECS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
         # An HTTP header line carrying credentials: the whole header value goes.
         # (Proxy-Authorization and Set-Cookie end with the same words.)
         "http_credentials",
-        r"(?i)(?<![A-Za-z0-9])(?:authorization|cookie)[ \t]*:[ \t]*"
+        r"(?i)(?<![A-Za-z0-9])(?:authorization|cookie)[ \t]{0,16}:[ \t]*"
         r"(?P<secret>(?!\[REDACTED:)[^\r\n\"]+)",
         ("authorization", "cookie"),
         ("Authorization: Digest username=x", "Set-Cookie: sid=EXAMPLE; Path=/"),
@@ -265,14 +299,14 @@ _SPECS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
     (
         # Passwords on command lines: --password VALUE (--password=VALUE is an assignment).
         "cli_password",
-        r"(?i)(?<=--)(?<![A-Za-z0-9_-]--)(?:password|passwd|pass|pwd|token|secret|api-key)"
+        r"(?i)(?<![A-Za-z0-9_-])--(?:password|passwd|pass|pwd|token|secret|api-key)"
         r"[ \t]+" + _VALUE,
-        ("password", "passwd", "pass", "pwd", "token", "secret", "api-key"),
+        ("--",),
         ("mysqldump --password EXAMPLEpass db", "tool --token 'EXAMPLE token'"),
     ),
     (
         "cli_password",
-        r"(?<![A-Za-z0-9_-])(?i:mysql(?:dump|admin)?|mariadb)(?![A-Za-z0-9_-])[^\n]*?"
+        r"(?<![A-Za-z0-9_-])(?i:mysql(?:dump|admin)?|mariadb)(?=[ \t])[^\n]*?"
         r"[ \t]-p(?P<secret>(?!\[REDACTED:)[^\s'\"-][^\s'\"]*)",
         ("mysql", "mariadb"),
         ("mysql -u root -pEXAMPLEpass app",),
@@ -285,7 +319,7 @@ _SPECS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
     ),
     (
         "cli_password",
-        r"(?<![A-Za-z0-9_-])(?i:curl)(?![A-Za-z0-9_-])[^\n]*?[ \t](?:-u|-U|--user|--proxy-user)"
+        r"(?<![A-Za-z0-9_-])(?i:curl)(?=[ \t])[^\n]*?[ \t](?:-u|-U|--user|--proxy-user)"
         r"(?:[ \t]+|=)?[\"']?[^\s:'\"]*:(?P<secret>(?!\[REDACTED:)[^\s'\"]+)",
         ("curl",),
         ("curl -u admin:EXAMPLEpass https://api.example.com",),
@@ -301,6 +335,34 @@ _AWS_SECRET_FIND = (
     r"(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
 )
 _CHECKS: Final[dict[str, Callable[[str], bool]]] = {"basic_credentials": _basic_credentials}
+# Rule.requires of each rule (see Rule); rules not named require nothing.
+_REQUIRES: Final[dict[str, str]] = {
+    "private_key": "-",
+    "jwt": ".",
+    "anthropic_api_key": "-",
+    "openai_api_key": "-",
+    "github_token": "_",
+    "gitlab_token": "-",
+    "huggingface_token": "_",
+    "slack_token": "-",
+    "slack_webhook": ".",
+    "google_oauth_token": ".",
+    "stripe_key": "_",
+    "sendgrid_api_key": ".",
+    "npm_token": "_",
+    "azure_storage_key": "=",
+    "azure_sas_signature": "=",
+    "http_credentials": ":",
+    "url_credentials": ":",
+    "cli_password": "-",
+    ASSIGNMENT: ":=",
+}
+_INSIDE: Final[dict[str, tuple[str, ...]]] = {
+    "jwt": ("eyJ",),
+    "aws_access_key_id": ("AKIA", "ASIA"),
+    "google_api_key": ("AIza",),
+}
+_REQUIRES.update({name: "A" for name in ("aws_access_key_id", "google_api_key")})
 
 BUILTIN_PATTERN_NAMES: Final[tuple[str, ...]] = (
     *dict.fromkeys(name for name, _, _, _ in _SPECS),
@@ -316,13 +378,15 @@ def assignment_rule(names: Iterable[str]) -> Rule:
     unique = sorted({_name_in_text(name) for name in names}, key=len, reverse=True)
     keywords = tuple(sorted({key_words(name)[0] for name in names}))
     find = (
-        rf"(?i)(?:{'|'.join(unique)})(?:[-_]?[0-9]+)?(?![A-Za-z0-9])"
-        rf"(?:\\?[\"'])?[ \t]*[:=][ \t]*{_VALUE}"
+        rf"(?i)(?:{'|'.join(unique)})(?:[-_]?[0-9]{{1,{MAX_KEY_NUMBER}}})?(?![A-Za-z0-9])"
+        rf"(?:\\?[\"'])?[ \t]{{0,16}}[:=][ \t]*{_VALUE}"
     )
     return Rule(
         ASSIGNMENT,
         re.compile(find),
         keywords,
+        requires=_REQUIRES[ASSIGNMENT],
+        anchor=":=",
         examples=(
             'password="correct horse battery staple"',
             "password\t: EXAMPLE",
@@ -336,7 +400,16 @@ def assignment_rule(names: Iterable[str]) -> Rule:
 @functools.lru_cache(maxsize=1)
 def _builtin_fixed() -> tuple[Rule, ...]:
     return tuple(
-        Rule(name, re.compile(find), keywords, examples=examples, check=_CHECKS.get(name))
+        Rule(
+            name,
+            re.compile(find),
+            keywords,
+            examples=examples,
+            check=_CHECKS.get(name),
+            requires=_REQUIRES.get(name, ""),
+            inside=_INSIDE.get(name, ()),
+            anchor=":" if name == "http_credentials" else "",
+        )
         for name, find, keywords, examples in _SPECS
     )
 

@@ -25,11 +25,13 @@ a string is in its JSON text too (a ``\\u`` or ``\\/`` escape makes the text sus
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
-from sftrace._record.redaction_rules import Rule
+from sftrace._record.redaction_rules import RUN_CHARACTERS, Rule
 
 MARKER_PREFIX = "[REDACTED:"
 
@@ -60,8 +62,13 @@ def note(found: list[Redaction], redaction: Redaction) -> None:
 # that str.lower() leaves alone (U+0130, which lowers to two characters, is handled by
 # the length check in fold()).
 _FOLD_EXTRA = str.maketrans({"\u017f": "s", "\u0131": "i"})
-_SHAPE_CLASS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+")
-_SHAPE_TABLE = bytes(ord("a") if b in _SHAPE_CLASS else ord(" ") for b in range(256))
+_RUN_TABLE = bytes(ord("a") if chr(b) in RUN_CHARACTERS else ord(" ") for b in range(256))
+# Runs at least this long have their inside skipped by the keyword search (base64
+# images, blobs); rules that can match there are searched by their ``inside`` literals.
+LONG_RUN = 256
+HEAD = 32  # more than the longest keyword
+# Characters whose presence switches rules on (Rule.requires), tested one by one.
+_GATES = "-_.=:A"
 
 
 def fold(text: str) -> str | None:
@@ -77,11 +84,19 @@ def fold(text: str) -> str | None:
     return low
 
 
-def shape_runs(text: str, length: int, *, at_least: bool = False) -> list[int]:
-    """Where the runs of ``[A-Za-z0-9/+]`` of exactly ``length`` characters start (of at
-    least ``length`` with ``at_least``)."""
+def run_classes(text: str) -> bytes:
+    """One byte per character: ``a`` for a run character, a space for any other."""
     # latin-1 with replacement keeps one byte per character, so positions carry over.
-    classes = text.encode("latin-1", "replace").translate(_SHAPE_TABLE)
+    return text.encode("latin-1", "replace").translate(_RUN_TABLE)
+
+
+def shape_runs(classes: bytes, length: int, json_text: str | None = None) -> list[int]:
+    """Where the runs of exactly ``length`` run characters start.
+
+    ``json_text``: the JSON text ``classes`` are of, where the letters of an escape
+    (``\\n``, ``\\u001f``) may run on before a string's run: runs up to five longer
+    count too when a backslash precedes them.
+    """
     needle = b"a" * length
     starts: list[int] = []
     at = classes.find(needle)
@@ -89,10 +104,10 @@ def shape_runs(text: str, length: int, *, at_least: bool = False) -> list[int]:
         end = classes.find(b" ", at + length)
         if end == -1:
             end = len(classes)
-        if at_least or end - at == length:
+        if end - at == length or (
+            json_text and end - at <= length + 5 and at > 0 and json_text[at - 1] == "\\"
+        ):
             starts.append(at)
-            if at_least:
-                return starts
         at = classes.find(needle, end)
     return starts
 
@@ -100,62 +115,208 @@ def shape_runs(text: str, length: int, *, at_least: bool = False) -> list[int]:
 Replace = Callable[[re.Match[str]], str]
 
 
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """What a JSON text holds: the needles found, whether a literal of a rule that can
+    match inside a long run is there, and whether a run has a rule's shape. Its strings
+    are looked at for these only."""
+
+    needles: frozenset[str] | _All
+    inside: bool = True
+    shapes: bool = True
+
+
+class _All:
+    """Every needle (a JSON text the survey can't vouch for)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+EVERYTHING: Final = Survey(_All())
+
+
+@dataclass(frozen=True, slots=True)
+class _Needle:
+    """A literal searched for, and the (keyword, rule indexes) that start with it."""
+
+    text: str
+    keywords: tuple[tuple[str, tuple[int, ...]], ...]
+
+
 class Scanner:
-    """Where the rules ``rules`` can match in a text, found in one scan."""
+    """Where the rules ``rules`` can match in a text, found in one scan.
 
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    ``key_needles``: words whose presence in a member name of a JSON text means the name
+    may be sensitive (see ``redaction_rules.key_needle``); ``keep``: how far from the end
+    of a long run a keyword may start and still begin a match (see ``Rule.inside``), and
+    how far before its anchor (see ``Rule.anchor``).
+    """
+
+    def __init__(
+        self, rules: Sequence[Rule], *, key_needles: Sequence[str] = (), keep: int = 64
+    ) -> None:
         self.rules = tuple(rules)
-        by_keyword: dict[str, list[int]] = {}
-        shapes: dict[int, list[int]] = {}
-        for index, rule in enumerate(self.rules):
-            if rule.shape:
-                shapes.setdefault(rule.shape, []).append(index)
-            for keyword in rule.keywords:
+        self._keep = keep
+        for rule in self.rules:
+            for keyword in (*rule.keywords, *(key.lower() for key in rule.inside)):
                 _check_keyword(rule, keyword)
-                by_keyword.setdefault(keyword, []).append(index)
-        self._keywords = tuple((keyword, tuple(rules)) for keyword, rules in by_keyword.items())
-        self._shapes = tuple((length, tuple(rules)) for length, rules in shapes.items())
-        self._min_shape = min(shapes, default=0)
+        self._shapes = tuple(
+            sorted({(rule.shape, i) for i, rule in enumerate(self.rules) if rule.shape})
+        )
+        self._key_needles = _merge({needle: [] for needle in key_needles})
+        self._needle_sets: dict[frozenset[str], tuple[tuple[_Needle, ...], ...]] = {}
+        self._inside: dict[str, tuple[int, ...]] = {}
+        for index, rule in enumerate(self.rules):
+            for literal in rule.inside:
+                self._inside[literal] = (*self._inside.get(literal, ()), index)
+        anchors = {char for rule in self.rules for char in rule.anchor}
+        if key_needles:
+            anchors.add(":")  # a member name ends with '":'
+        self._anchors = "".join(sorted(anchors))
+        self._extra_key_sets: dict[frozenset[str], tuple[str, ...]] = {}
 
-    def positions(self, text: str) -> dict[int, list[int]] | None:
+    # -- which keywords to look for ------------------------------------------------------
+    def _needles(self, gates: frozenset[str]) -> tuple[tuple[_Needle, ...], ...]:
+        """The needles of the rules whose required characters are among ``gates``: those
+        of rules without an anchor, and those of rules with one."""
+        needles = self._needle_sets.get(gates)
+        if needles is None:
+            free: dict[str, list[int]] = {}
+            anchored: dict[str, list[int]] = {}
+            for index, rule in enumerate(self.rules):
+                if rule.requires and not gates.intersection(rule.requires):
+                    continue
+                for keyword in rule.keywords:
+                    (anchored if rule.anchor else free).setdefault(keyword, []).append(index)
+            needles = (_merge(free), _merge(anchored))
+            self._needle_sets[gates] = needles
+        return needles
+
+    def _anchor_windows(self, low: str, key_quotes: bool = False) -> _View | None:
+        """The stretches before each anchor character where an anchored keyword may start,
+        joined (NUL between them; positions map back to ``low``), or None when anchors are
+        so many that searching the whole text is cheaper.
+
+        ``key_quotes``: a JSON text, whose member names end with ``":``: a name longer
+        than the stretch is looked at whole (a key needle may be anywhere in it).
+        """
+        # Worth it while the stretches add up to at most a quarter of the text.
+        if sum(low.count(char) for char in self._anchors) * self._keep * 4 > len(low):
+            return None
+        anchors: list[int] = []
+        for char in self._anchors:
+            at = low.find(char)
+            while at != -1:
+                anchors.append(at)
+                at = low.find(char, at + 1)
+        anchors.sort()
+        pieces: list[str] = []
+        starts: list[int] = []
+        origins: list[int] = []
+        length = 0
+        last = 0
+        for at in anchors:
+            start = max(at - self._keep, last)
+            if key_quotes and at > 1 and low[at - 1] == '"':
+                start = min(start, _string_start(low, at - 1))
+            starts.append(length)
+            origins.append(start)
+            pieces.append(low[start:at])
+            length += at - start + 1
+            last = at
+        return _View("\0".join(pieces), True, tuple(starts), tuple(origins))
+
+    def _extra_keys(self, gates: frozenset[str]) -> tuple[str, ...]:
+        extra = self._extra_key_sets.get(gates)
+        if extra is None:
+            anchored = self._needles(gates)[1]
+            roots = [needle.text for needle in anchored]
+            extra = tuple(
+                needle.text
+                for needle in self._key_needles
+                if not any(needle.text.startswith(root) for root in roots)
+            )
+            self._extra_key_sets[gates] = extra
+        return extra
+
+    # -- the scan --------------------------------------------------------------------
+    def positions(self, text: str, survey: Survey | None = None) -> dict[int, list[int]] | None:
         """Rule index -> where a match of it may start (sorted); None when the text can't
-        be folded position for position (then every rule must run everywhere)."""
-        low = fold(text)
+        be folded position for position (then every rule must run everywhere).
+
+        ``survey``: what the JSON text this string comes from holds (see :meth:`survey`);
+        needles it lacks are not looked for.
+        """
+        classes = run_classes(text)
+        view = _View.of(text, classes, self._keep)
+        low = fold(view.text)
         if low is None:
             return None
+        gates = frozenset(gate for gate in _GATES if gate in text)
+        free, anchored = self._needles(gates)
         found: dict[int, list[int]] = {}
-        for keyword, indexes in self._keywords:
-            at = low.find(keyword)
-            while at != -1:
-                for index in indexes:
-                    found.setdefault(index, []).append(at)
-                at = low.find(keyword, at + 1)
-        for length, indexes in self._shapes:
-            starts = shape_runs(text, length)
-            if starts:
-                for index in indexes:
+        windows = self._anchor_windows(low) if anchored else None
+        if windows is None:
+            free, anchored = free + anchored, ()
+        only = survey.needles if survey is not None else None
+        for needle in free:
+            if only is None or needle.text in only:
+                _find(low, needle, found, view)
+        for needle in anchored:
+            if windows is not None and (only is None or needle.text in only):
+                _find(windows.text, needle, found, windows, view)
+        if view.cut and (survey is None or survey.inside):
+            for literal, indexes in self._inside.items():
+                at = text.find(literal)
+                while at != -1:
+                    for index in indexes:
+                        found.setdefault(index, []).append(at)
+                    at = text.find(literal, at + 1)
+        if survey is None or survey.shapes:
+            for length, index in self._shapes:
+                starts = shape_runs(classes, length)
+                if starts:
                     found.setdefault(index, []).extend(starts)
-        for starts in found.values():
-            starts.sort()
-        return found
+        return {index: sorted(set(starts)) for index, starts in found.items()}
 
-    def suspicious(self, json_text: str) -> bool:
-        """False only when no rule can match any string of this JSON text."""
+    def survey(self, json_text: str) -> Survey | None:
+        """What in a JSON text might be redacted; None when no rule can match any of its
+        strings and no member name holds a key needle (the value needs no walk)."""
         if "\\u" in json_text or "\\/" in json_text:
-            return True
-        low = fold(json_text)
+            return EVERYTHING
+        classes = run_classes(json_text)
+        view = _View.of(json_text, classes, self._keep)
+        low = fold(view.text)
         if low is None:
-            return True
-        if any(keyword in low for keyword, _ in self._keywords):
-            return True
-        # In JSON text a run may grow by the letter of an escape next to it (\n...).
-        return bool(self._min_shape and shape_runs(json_text, self._min_shape, at_least=True))
+            return EVERYTHING
+        gates = frozenset(gate for gate in _GATES if gate in json_text)
+        free, anchored = self._needles(gates)
+        found = {needle.text for needle in free if needle.text in low}
+        windows = self._anchor_windows(low, key_quotes=True)
+        # Key needles that no anchored needle finds (``key``; ``password`` is found by
+        # ``pass``) are only looked for when nothing else was found: either way the
+        # value is walked.
+        extra = self._extra_keys(gates)
+        where = low if windows is None else windows.text
+        found.update(needle.text for needle in anchored if needle.text in where)
+        keys = not found and any(needle in where for needle in extra)
+        inside = view.cut and any(literal in json_text for literal in self._inside)
+        shapes = any(shape_runs(classes, length, json_text) for length, _ in self._shapes)
+        if found or keys or inside or shapes:
+            return Survey(frozenset(found), inside, shapes)
+        return None
 
     def redact(
-        self, text: str, path: str, found: list[Redaction], replacers: Sequence[Replace]
+        self,
+        text: str,
+        path: str,
+        found: list[Redaction],
+        replacers: Sequence[Replace],
+        survey: Survey | None = None,
     ) -> str:
         """``text`` with every rule applied in order (``replacers[i]`` for rule i)."""
-        hits = self.positions(text)
+        hits = self.positions(text, survey)
         if hits is None:
             return redact_plain(self.rules, text, path, found, replacers)
         for index, rule in enumerate(self.rules):
@@ -173,11 +334,97 @@ class Scanner:
         return text
 
 
+def _string_start(low: str, quote: int) -> int:
+    """Where the JSON string closed by the quote at ``quote`` starts."""
+    at = low.rfind('"', 0, quote)
+    while at > 0:
+        before = at - 1
+        while before >= 0 and low[before] == "\\":
+            before -= 1
+        if (at - 1 - before) % 2 == 0:  # not escaped
+            break
+        at = low.rfind('"', 0, at)
+    return at + 1
+
+
+def _find(hay: str, needle: _Needle, found: dict[int, list[int]], *views: _View) -> None:
+    """Note where the keywords of ``needle`` start in ``hay`` (mapped back through
+    ``views``, innermost first)."""
+    at = hay.find(needle.text)
+    while at != -1:
+        for keyword, indexes in needle.keywords:
+            if hay.startswith(keyword, at):
+                origin = at
+                for view in views:
+                    origin = view.original(origin)
+                for index in indexes:
+                    found.setdefault(index, []).append(origin)
+        at = hay.find(needle.text, at + 1)
+
+
+def _merge(by_keyword: dict[str, list[int]]) -> tuple[_Needle, ...]:
+    """One needle per keyword that no other keyword starts: ``pass`` finds password."""
+    needles: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for keyword, indexes in sorted(by_keyword.items()):
+        root = min((k for k in by_keyword if keyword.startswith(k)), key=len)
+        needles.setdefault(root, []).append((keyword, tuple(indexes)))
+    return tuple(_Needle(text, tuple(entries)) for text, entries in sorted(needles.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A text with the inside of its long runs cut out (each cut leaves a NUL), and the
+    way back to positions in the text."""
+
+    text: str
+    cut: bool
+    starts: tuple[int, ...] = ()  # where each kept piece starts in the view
+    origins: tuple[int, ...] = ()  # ... and in the text
+
+    @staticmethod
+    def of(text: str, classes: bytes, keep: int) -> _View:
+        long = b"a" * LONG_RUN
+        at = classes.find(long)
+        if at == -1:
+            return _View(text, False)
+        pieces: list[str] = []
+        starts: list[int] = []
+        origins: list[int] = []
+        length = 0
+        last = 0
+        while at != -1:
+            end = classes.find(b" ", at)
+            if end == -1:
+                end = len(classes)
+            # The head of the run stays too: a keyword may start before the run and end
+            # inside it (hooks.slack.com/services...).
+            head = at + HEAD
+            starts.append(length)
+            origins.append(last)
+            pieces.append(text[last:head])
+            pieces.append("\0")
+            length += head - last + 1
+            last = end - keep
+            at = classes.find(long, end)
+        starts.append(length)
+        origins.append(last)
+        pieces.append(text[last:])
+        return _View("".join(pieces), True, tuple(starts), tuple(origins))
+
+    def original(self, position: int) -> int:
+        if not self.cut:
+            return position
+        piece = bisect.bisect_right(self.starts, position) - 1
+        return self.origins[piece] + position - self.starts[piece]
+
+
 def _check_keyword(rule: Rule, keyword: str) -> None:
     if not keyword or keyword != keyword.lower() or not keyword.isascii():
         raise ValueError(f"rule {rule.name!r}: keyword {keyword!r} must be lowercase ASCII")
-    if any(char in keyword for char in '"\\') or not keyword.isprintable():
+    if any(char in keyword for char in '"\\\0') or not keyword.isprintable():
         raise ValueError(f"rule {rule.name!r}: keyword {keyword!r} has a character JSON escapes")
+    if len(keyword) >= HEAD and not set(keyword) <= set(RUN_CHARACTERS.lower()):
+        raise ValueError(f"rule {rule.name!r}: keyword {keyword!r} must be shorter than {HEAD}")
 
 
 def _substitute_at(rule: Rule, text: str, starts: list[int], replace: Replace) -> str:

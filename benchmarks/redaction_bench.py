@@ -1,0 +1,143 @@
+"""Item 10 of bench.py: what redaction costs per KB on the values real agents record.
+
+Each shape is a recorded value as `Redactor.redact_json` sees it (its canonical JSON),
+holding no secret: prose, code, ids, hashes, a base64 image and a 1 MB JSON document. The
+target is at most 5 µs per KB on every shape (issue 16). The values are built from fixed
+seeds, so every run measures the same text.
+"""
+
+from __future__ import annotations
+
+import base64
+import gc
+import hashlib
+import random
+import statistics
+import string
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from sftrace import Redactor
+
+TARGET_US_PER_KB = 5.0
+
+_TEXT = (
+    "the agent asked the weather tool for a forecast and then summarised the answer for "
+    "the user who wanted to know whether the flight to Lisbon would leave on time given "
+    "the storm reported over the bay while a second call looked up the seat map and the "
+    "baggage rules before booking so that nothing was left to chance when the itinerary "
+    "was finally confirmed by email with the booking reference and a receipt"
+)
+_WORDS = tuple(_TEXT.split(" "))
+_CODE = (
+    "def handle_request(self, request: Request) -> Response:",
+    "    result = self.client.fetch(url, timeout=30)",
+    "    if result.status_code != 200:",
+    "        raise HttpError(f'unexpected status {result.status_code}')",
+    "    for item in result.json()['items']:",
+    "        total += item.get('price', 0) * item.get('quantity', 1)",
+    "    return Response(body=json.dumps(payload), headers={'Content-Type': 'text/plain'})",
+    "class FlightSearch:",
+    "    cache: dict[str, list[Flight]] = {}",
+    "import os, sys, collections.abc as abc",
+    "# compute the checksum of the downloaded archive before unpacking it",
+)
+
+
+def _prose(rng: random.Random, size: int) -> str:
+    sentences = []
+    while sum(map(len, sentences)) < size:
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(6, 18))]
+        sentences.append(" ".join(words).capitalize() + ".")
+    return " ".join(sentences)[:size]
+
+
+def _code(rng: random.Random, size: int) -> str:
+    lines = []
+    while sum(map(len, lines)) < size:
+        lines.append(rng.choice(_CODE) + "\n")
+    return "".join(lines)[:size]
+
+
+def _document(rng: random.Random, size: int) -> dict[str, Any]:
+    items = []
+    total = 0
+    while total < size:
+        number = len(items)
+        item = {
+            "id": number,
+            "name": f"item {number}",
+            "uuid": f"{rng.getrandbits(128):032x}",
+            "description": _prose(rng, 300),
+            "tags": ["travel", "booking"],
+            "price": round(rng.random() * 100, 2),
+            "sha256": hashlib.sha256(str(number).encode()).hexdigest(),
+        }
+        items.append(item)
+        total += len(orjson.dumps(item))
+    return {"items": items}
+
+
+def shapes() -> dict[str, Any]:
+    """The measured values, by name."""
+    rng = random.Random(20261130)
+    alphabet = string.ascii_letters + string.digits
+    return {
+        "4 KB of prose": {"text": _prose(rng, 4096)},
+        "4 KB of code": {"source": _code(rng, 4096)},
+        "eight 60-char alphanumeric strings": {
+            "ids": ["".join(rng.choice(alphabet) for _ in range(60)) for _ in range(8)]
+        },
+        "twenty sha256 hex ids": {
+            "hashes": [hashlib.sha256(str(i).encode()).hexdigest() for i in range(20)]
+        },
+        "one 64 KB base64 image": {"image": base64.b64encode(rng.randbytes(48 * 1024)).decode()},
+        "a 1 MB JSON document": _document(rng, 1 << 20),
+    }
+
+
+def _per_call(action: Callable[[], Any], calls: int) -> tuple[float, float]:
+    gc.collect()
+    cpu = time.process_time_ns()
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        action()
+    wall = time.perf_counter_ns() - start
+    return wall / calls, (time.process_time_ns() - cpu) / calls
+
+
+def measure_redaction(repeats: int, *, quick: bool) -> dict[str, Any]:
+    """Median wall and CPU nanoseconds per KB of `redact_json` on each shape, with the
+    rows and checks bench.py reports."""
+    redactor = Redactor()
+    budget = 20_000_000 if quick else 100_000_000  # bytes redacted per shape and round
+    results: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    checks: dict[str, dict[str, Any]] = {}
+    for number, (name, value) in enumerate(shapes().items()):
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        kb = len(text.encode()) / 1024
+        assert redactor.redact_json(text) == (text, []), name  # look-alikes stay
+        calls = max(2, min(2000, int(budget / len(text))))
+        redactor.redact_json(text)
+        samples = [_per_call(lambda t=text: redactor.redact_json(t), calls) for _ in range(repeats)]
+        wall = statistics.median(s[0] for s in samples) / kb
+        cpu = statistics.median(s[1] for s in samples) / kb
+        results[name] = {"kb": kb, "wall_ns_per_kb": wall, "cpu_ns_per_kb": cpu}
+        ok = wall / 1000 <= TARGET_US_PER_KB
+        key = f"redaction_us_per_kb_{number}"
+        checks[key] = {"value": wall / 1000, "limit": TARGET_US_PER_KB, "ok": ok}
+        rows.append(
+            {
+                "name": f"10. redaction per KB: {name}",
+                "value": f"{wall / 1000:.2f} µs/KB",
+                "ratio": f"{kb:,.1f} KB: {wall * kb / 1000:,.1f} µs",
+                "cpu": f"{cpu / 1000:.2f} µs/KB",
+                "target": f"<= {TARGET_US_PER_KB:g} µs/KB",
+                "ok": ok,
+            }
+        )
+    return {"shapes": results, "rows": rows, "checks": checks}
