@@ -230,4 +230,7 @@ _display.register_html_renderer(_notebook_html)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # Exactly the public names (loaded or not) and the module's own dunders: no helper
+    # (``_LAZY``, ``_importlib``) and no submodule that happens to be imported.
+    dunders = {name for name in globals() if name.startswith("__") and name.endswith("__")}
+    return sorted(dunders | set(__all__))
