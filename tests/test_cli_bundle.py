@@ -372,6 +372,31 @@ def sftrace_command() -> str:
     return found
 
 
+def test_python_dash_m_sftrace_runs_the_command(good: Path) -> None:
+    """`python -m sftrace` is the sftrace command: same output, same exit codes."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sftrace", "validate", str(good)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == invoke("validate", good).stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "sftrace", "inspect", str(good.parent / "nowhere")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("sftrace: error:"), missing.stderr
+    help_text = subprocess.run(
+        [sys.executable, "-m", "sftrace", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert help_text.returncode == 0
+    assert "Usage: sftrace" in help_text.stdout
+
+
 @pytest.mark.slow
 def test_installed_command_exit_codes_without_tracebacks(good: Path, tmp_path: Path) -> None:
     """The real `sftrace` script: validate exits 0/1/2 and inspect 0/2, never a traceback."""

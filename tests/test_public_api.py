@@ -69,7 +69,8 @@ def test_every_lazy_name_loads_the_object_of_its_module() -> None:
     code = (
         "import importlib, sftrace\n"
         "bad = [n for n, m in sftrace._LAZY.items()\n"
-        "       if getattr(sftrace, n) is not getattr(importlib.import_module('sftrace.' + m), n)]\n"
+        "       if getattr(sftrace, n)\n"
+        "       is not getattr(importlib.import_module('sftrace.' + m), n)]\n"
         "print(bad)\n"
     )
     result = subprocess.run(
