@@ -21,7 +21,8 @@ from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_p
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
 from sftrace._model.text import one_line
-from sftrace._regress.compare import ComparisonPolicy, FindingCode, Report, Severity, diff
+from sftrace._regress.compare import diff
+from sftrace._regress.findings import ComparisonPolicy, FindingCode, Report, Severity
 from sftrace._regress.pytest_export import export_pytest
 from sftrace._regress.suite import (
     CaseResult,

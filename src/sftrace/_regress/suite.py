@@ -51,8 +51,9 @@ from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError, SftraceError, SuiteError
 from sftrace._model.policy import MatchMode
 from sftrace._model.text import pluralize
-from sftrace._regress.compare import ComparisonPolicy, Report, Severity, compare
+from sftrace._regress.compare import compare
 from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
+from sftrace._regress.findings import ComparisonPolicy, Report, Severity
 
 if TYPE_CHECKING:
     from sftrace._replay.run import ReplayResult
