@@ -21,7 +21,7 @@ import sample_agents as agents
 import sftrace
 from otlp_sink import OtlpSink
 from sftrace import ConfigError, load_bundle, record
-from sftrace._export.otlp import DEFAULT_MAX_PAYLOAD_BYTES, OtlpSettings, resolve_settings
+from sftrace._export.otlp_settings import DEFAULT_MAX_PAYLOAD_BYTES, OtlpSettings, resolve_settings
 from sftrace._record.config import get_state
 
 HERE = Path(__file__).resolve().parent

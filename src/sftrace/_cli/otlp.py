@@ -9,7 +9,7 @@ import click
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, bad_input_policy
 from sftrace._cli.migrate import PEER_SOURCES, import_peers
 from sftrace._export.collector_import import import_otlp_files
-from sftrace._export.otlp import PROTOCOLS
+from sftrace._export.otlp_settings import PROTOCOLS
 from sftrace._export.push import exporter_logs_silenced, push_bundles
 from sftrace._model.text import pluralize
 

@@ -7,7 +7,7 @@ to it; otherwise it creates one and sets it as the global provider. ``record()``
 configures the defaults by itself the first time it is used.
 
 OTLP export (``otlp_endpoint`` or the standard ``OTEL_EXPORTER_OTLP_*`` variables) adds
-a batching processor in front of the official OTLP exporters (see ``_otlp_export``).
+a batching processor in front of the official OTLP exporters (see ``_export.otlp``).
 
 ``OTEL_SDK_DISABLED=true`` turns OpenTelemetry off for the application: sftrace then
 exports nothing over OTLP, but ``record()`` and replay keep working (bundles are
@@ -42,7 +42,8 @@ from opentelemetry.trace import Tracer
 
 from sftrace._errors import ConfigError
 from sftrace._export.bundle_exporter import BundleSpanExporter
-from sftrace._export.otlp import OtlpSettings, OtlpSpanProcessor, resolve_settings
+from sftrace._export.otlp import OtlpSpanProcessor
+from sftrace._export.otlp_settings import OtlpSettings, resolve_settings
 from sftrace._internal import log_once
 from sftrace._model import attributes as A
 from sftrace._model.attributes import INSTRUMENTATION_SCOPE
