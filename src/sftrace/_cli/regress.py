@@ -23,15 +23,9 @@ from sftrace._errors import ConfigError, SftraceError
 from sftrace._model.text import one_line
 from sftrace._regress.compare import diff
 from sftrace._regress.findings import ComparisonPolicy, FindingCode, Report, Severity
+from sftrace._regress.junit import junit_xml, summary_line
 from sftrace._regress.pytest_export import export_pytest
-from sftrace._regress.suite import (
-    CaseResult,
-    Suite,
-    discover_suites,
-    junit_xml,
-    load_suite,
-    summary_line,
-)
+from sftrace._regress.suite import CaseResult, Suite, discover_suites, load_suite
 from sftrace._view.render import render_comparison
 
 _SEVERITY_STYLES = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
