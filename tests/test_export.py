@@ -112,6 +112,41 @@ def test_without_expectations_a_recorded_failure_must_now_complete(tmp_path: Pat
     assert "assert_same_as_recorded(result)" in (tmp_path / "test_ok.py").read_text()
 
 
+# Text a bundle may hold that breaks generated code pasted in unescaped: quotes that end a
+# docstring or a literal, backslashes, control characters, terminal escapes, separators.
+HOSTILE = 'x """ \'\'\' " \\ \\" \x00 \x1b[2J \x7f \u2028 \u0085 \\N{BEL} {braces} \\'
+
+
+def test_exported_module_compiles_whatever_the_bundle_holds(tmp_path: Path) -> None:
+    """Recorded text (failure type and message, bundle name, expected values) goes into
+    the generated module as escaped literals: it compiles and reads back the same text."""
+    module = write_agent(tmp_path)
+    error_type = type(f"Bad{HOSTILE.replace(chr(0), '')}Error", (Exception,), {})
+    bundle_dir = tmp_path / 'bun"""dle \\ x'
+    bundle_dir.mkdir()
+    failed = record_steps(bundle_dir / "run.sftrace", [tool("t", 1)], fail=error_type(HOSTILE))
+    expected = {HOSTILE: [HOSTILE, "\u2029"]}
+    (tmp_path / "expected.json").write_text(json.dumps(expected))
+    target = tmp_path / "test_hostile.py"
+    result = invoke(
+        "export", failed, "--pytest", "-e", f"{module}:fixed", "-o", target,
+        "--expect-output", "expected.json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = target.read_text(encoding="utf-8")
+    compile(text, str(target), "exec")
+    assert all(c.isprintable() or c == "\n" for c in text)
+    constants = {
+        node.targets[0].id: node.value
+        for node in ast.parse(text).body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    recorded = ast.literal_eval(constants["RECORDED"])
+    assert f"{error_type.__name__}: {HOSTILE}".splitlines()[0] in recorded
+    assert ast.literal_eval(constants["EXPECTED_OUTPUT"]) == expected
+    assert ast.literal_eval(constants["BUNDLE"].right) == 'bun"""dle \\ x/run.sftrace'
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -162,6 +197,14 @@ JSON = st.recursive(
 def test_literals_evaluate_back_to_the_value(value: Any) -> None:
     """Any JSON value written as a Python literal evaluates back to itself."""
     assert ast.literal_eval(literal(value, 0)) == value
+
+
+@pytest.mark.parametrize("text", ["\ud800", "\x7f", "\u2028", "\x1b[31m", 'a"""b', "\\"])
+def test_string_literals_are_printable_and_exact(text: str) -> None:
+    """Lone surrogates and non-printable characters are escaped, never written raw."""
+    written = literal(text, 0)
+    assert written.isprintable()
+    assert ast.literal_eval(written) == text
 
 
 def test_long_literals_are_one_item_a_line() -> None:

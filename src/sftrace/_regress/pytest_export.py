@@ -103,12 +103,14 @@ def render_module(
     """The text of the test module."""
     if expectations is None and recorded_failed:
         expectations = Expectations(status="completed")
+    # Recorded text (names, messages, paths) goes into the module only as escaped string
+    # literals, never into its docstring or comments: a bundle may hold any characters.
     lines = [
-        f'"""Regression test for the agent run recorded in {Path(bundle).name}.',
+        '"""Regression test for an agent run recorded with sftrace (see RECORDED).',
         "",
-        f"Exported by `sftrace export`. The recorded run {recorded}. The replay is",
-        "offline: every tool and LLM call the agent makes is answered from the bundle, in",
-        "order, and the test fails if the agent reaches a call the recording cannot answer.",
+        "Exported by `sftrace export`. The replay is offline: every tool and LLM call the",
+        "agent makes is answered from the bundle, in order, and the test fails if the agent",
+        "reaches a call the recording cannot answer.",
         '"""',
         "",
         "from __future__ import annotations",
@@ -124,6 +126,7 @@ def render_module(
         "",
         f"BUNDLE = Path(__file__).parent / {_string(bundle)}",
         f"ENTRYPOINT = {_string(entrypoint)}",
+        f"RECORDED = {_string(f'the recorded run {recorded}')}",
     ]
     arguments: list[tuple[str, str]] = []
     if expectations is not None:
@@ -183,8 +186,14 @@ def _flat(value: Any) -> str:
 
 
 def _string(text: str) -> str:
-    # A JSON string literal is a valid Python string literal (same escapes).
-    return orjson.dumps(text).decode()
+    """A Python string literal for any text: JSON's form (a valid Python literal) when it
+    is all printable, else ``repr`` (which escapes every non-printable character)."""
+    try:
+        json_literal = orjson.dumps(text).decode()
+    except TypeError:
+        return repr(text)
+    # JSON leaves DEL, line separators and other non-printable characters as they are.
+    return json_literal if json_literal.isprintable() else repr(text)
 
 
 def _relative(bundle: Path, target: Path) -> str:
