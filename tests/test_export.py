@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,24 @@ def test_exported_test_fails_on_the_buggy_agent_and_passes_on_the_fixed_one(
     _run(pytester).assert_outcomes(passed=1)
 
 
+def test_the_exported_test_runs_from_any_directory(
+    pytester: pytest.Pytester, project: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The exported module puts the agent's directory on sys.path itself: pytest run from
+    elsewhere (CI's checkout root, an IDE) still imports the agent."""
+    bundle, module = project
+    assert _export(bundle, f"{module}:fixed").exit_code == 0
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "sftrace.pytest_plugin", "-p",
+         "no:cacheprovider", str(pytester.path / "tests" / "test_late_refund.py")],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
 def test_the_exported_module_is_short_and_readable(
     pytester: pytest.Pytester, project: tuple[Path, str]
 ) -> None:
@@ -100,15 +121,16 @@ def test_the_exported_module_is_short_and_readable(
 def test_without_expectations_a_recorded_failure_must_now_complete(tmp_path: Path) -> None:
     """No expectation given: for a failed recording the test asserts the run completes;
     for a completed one, that it behaves as recorded."""
+    entrypoint = f"{write_agent(tmp_path)}:fixed"
     failed = record_steps(tmp_path / "failed.sftrace", [tool("t", 1)], fail="boom")
-    result = invoke("export", failed, "--pytest", "-e", "agent:run")
+    result = invoke("export", failed, "--pytest", "-e", entrypoint)
     assert result.exit_code == 0, result.output
     assert "tip: pass --expect-output" in result.stderr
     text = (tmp_path / "test_failed.py").read_text()
     assert 'status="completed",' in text
     assert "failed with RuntimeError: boom" in text
     completed = record_steps(tmp_path / "ok.sftrace", [tool("t", 1)], output={"a": 1})
-    assert invoke("export", completed, "--pytest", "-e", "agent:run").exit_code == 0
+    assert invoke("export", completed, "--pytest", "-e", entrypoint).exit_code == 0
     assert "assert_same_as_recorded(result)" in (tmp_path / "test_ok.py").read_text()
 
 
@@ -151,6 +173,8 @@ def test_exported_module_compiles_whatever_the_bundle_holds(tmp_path: Path) -> N
     ("args", "message"),
     [
         pytest.param(["--entrypoint", "agent"], "must be 'module:function'", id="entrypoint"),
+        pytest.param(["-e", "no_such_agent:run"], "cannot import", id="unresolved"),
+        pytest.param(["-e", "json:no_such_function"], "has no attribute", id="no-attribute"),
         pytest.param(["-e", "a:b", "-o", "exists.py"], "already exists", id="overwrite"),
         pytest.param(["-e", "a:b", "-o", "notes.txt"], "must be a .py file", id="suffix"),
         pytest.param(["-e", "a:b", "--expect-output", "nope.json"], "not found", id="output"),
