@@ -24,11 +24,28 @@ def spans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemoryS
         yield memory
 
 
+def _whole_suite(config: pytest.Config) -> bool:
+    """True when the run selects the whole suite (no -k, -m or explicit test files)."""
+    selected = config.getoption("-k") or config.getoption("-m")
+    explicit = any("::" in arg or arg.endswith(".py") for arg in config.args)
+    return not selected and not explicit
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    selected = session.config.getoption("-k") or session.config.getoption("-m")
-    explicit = any("::" in arg or arg.endswith(".py") for arg in session.config.args)
-    if not selected and not explicit and len(session.items) < MIN_TESTS_COLLECTED:
+    if not session.items:
+        # pytest exits 5 on an empty selection; make that an error with a reason.
+        raise pytest.UsageError("no tests collected; is test discovery broken?")
+    if _whole_suite(session.config) and len(session.items) < MIN_TESTS_COLLECTED:
         raise pytest.UsageError(
             f"only {len(session.items)} tests collected (expected at least "
             f"{MIN_TESTS_COLLECTED}); is test discovery broken?"
         )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # The coverage floor (fail_under in pyproject's [tool.coverage.report]) holds for the
+    # whole suite; a partial run still prints the report but is not held to it.
+    plugin = config.pluginmanager.get_plugin("_cov")
+    if plugin is not None and not _whole_suite(config):
+        plugin.options.cov_fail_under = None

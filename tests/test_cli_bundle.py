@@ -361,6 +361,37 @@ def test_validate_unfinished_recording_points_to_recover(tmp_path: Path) -> None
     assert "sftrace recover" in result.stderr
 
 
+# Terminal escapes a hostile bundle may carry: clear screen, an OSC 8 link, a carriage
+# return that overwrites the line, a C1 control sequence introducer, a right-to-left override.
+ESCAPES = "\x1b[2J\x1b]8;;http://x\x07link\x1b]8;;\x07\r\x9b31m\u202e!"
+RAW = frozenset("\x1b\x07\r\x9b\u202e")
+
+
+def test_human_output_escapes_control_characters_from_the_bundle(tmp_path: Path) -> None:
+    """Agent and tool names, error messages and values from a bundle are printed with their
+    control characters escaped (visible as \\x1b...), never sent to the terminal."""
+
+    @trace_tool(name=f"tool{ESCAPES}")
+    def evil(x: str) -> str:
+        raise ValueError(f"bad{ESCAPES}")
+
+    path = tmp_path / "evil.sftrace"
+    with (
+        pytest.raises(ValueError, match="bad"),
+        record(f"agent{ESCAPES}", output=path, run_input=ESCAPES),
+    ):
+        evil(ESCAPES)
+    for args in (["inspect", path], ["validate", path]):
+        result = invoke(*args)
+        assert result.exit_code == 0, result.output
+        printed = result.stdout + result.stderr
+        assert not RAW & set(printed), (args, printed)
+    shown = invoke("inspect", path).stdout
+    assert "\\x1b[2J" in shown
+    assert "\\u202e" in shown
+    assert "tool\\x1b" in shown
+
+
 # --- the installed command ----------------------------------------------------------
 
 
@@ -370,6 +401,31 @@ def sftrace_command() -> str:
     found = str(beside) if beside.exists() else shutil.which("sftrace")
     assert found, "the sftrace console script is not installed (pip install -e .)"
     return found
+
+
+def test_python_dash_m_sftrace_runs_the_command(good: Path) -> None:
+    """`python -m sftrace` is the sftrace command: same output, same exit codes."""
+    done = subprocess.run(
+        [sys.executable, "-m", "sftrace", "validate", str(good)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == invoke("validate", good).stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "sftrace", "inspect", str(good.parent / "nowhere")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("sftrace: error:"), missing.stderr
+    help_text = subprocess.run(
+        [sys.executable, "-m", "sftrace", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert help_text.returncode == 0
+    assert "Usage: sftrace" in help_text.stdout
 
 
 @pytest.mark.slow

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,24 @@ def test_exported_test_fails_on_the_buggy_agent_and_passes_on_the_fixed_one(
     _run(pytester).assert_outcomes(passed=1)
 
 
+def test_the_exported_test_runs_from_any_directory(
+    pytester: pytest.Pytester, project: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The exported module puts the agent's directory on sys.path itself: pytest run from
+    elsewhere (CI's checkout root, an IDE) still imports the agent."""
+    bundle, module = project
+    assert _export(bundle, f"{module}:fixed").exit_code == 0
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "sftrace.pytest_plugin", "-p",
+         "no:cacheprovider", str(pytester.path / "tests" / "test_late_refund.py")],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
 def test_the_exported_module_is_short_and_readable(
     pytester: pytest.Pytester, project: tuple[Path, str]
 ) -> None:
@@ -100,22 +121,60 @@ def test_the_exported_module_is_short_and_readable(
 def test_without_expectations_a_recorded_failure_must_now_complete(tmp_path: Path) -> None:
     """No expectation given: for a failed recording the test asserts the run completes;
     for a completed one, that it behaves as recorded."""
+    entrypoint = f"{write_agent(tmp_path)}:fixed"
     failed = record_steps(tmp_path / "failed.sftrace", [tool("t", 1)], fail="boom")
-    result = invoke("export", failed, "--pytest", "-e", "agent:run")
+    result = invoke("export", failed, "--pytest", "-e", entrypoint)
     assert result.exit_code == 0, result.output
     assert "tip: pass --expect-output" in result.stderr
     text = (tmp_path / "test_failed.py").read_text()
     assert 'status="completed",' in text
     assert "failed with RuntimeError: boom" in text
     completed = record_steps(tmp_path / "ok.sftrace", [tool("t", 1)], output={"a": 1})
-    assert invoke("export", completed, "--pytest", "-e", "agent:run").exit_code == 0
+    assert invoke("export", completed, "--pytest", "-e", entrypoint).exit_code == 0
     assert "assert_same_as_recorded(result)" in (tmp_path / "test_ok.py").read_text()
+
+
+# Text a bundle may hold that breaks generated code pasted in unescaped: quotes that end a
+# docstring or a literal, backslashes, control characters, terminal escapes, separators.
+HOSTILE = 'x """ \'\'\' " \\ \\" \x00 \x1b[2J \x7f \u2028 \u0085 \\N{BEL} {braces} \\'
+
+
+def test_exported_module_compiles_whatever_the_bundle_holds(tmp_path: Path) -> None:
+    """Recorded text (failure type and message, bundle name, expected values) goes into
+    the generated module as escaped literals: it compiles and reads back the same text."""
+    module = write_agent(tmp_path)
+    error_type = type(f"Bad{HOSTILE.replace(chr(0), '')}Error", (Exception,), {})
+    bundle_dir = tmp_path / 'bun"""dle \\ x'
+    bundle_dir.mkdir()
+    failed = record_steps(bundle_dir / "run.sftrace", [tool("t", 1)], fail=error_type(HOSTILE))
+    expected = {HOSTILE: [HOSTILE, "\u2029"]}
+    (tmp_path / "expected.json").write_text(json.dumps(expected))
+    target = tmp_path / "test_hostile.py"
+    result = invoke(
+        "export", failed, "--pytest", "-e", f"{module}:fixed", "-o", target,
+        "--expect-output", "expected.json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = target.read_text(encoding="utf-8")
+    compile(text, str(target), "exec")
+    assert all(c.isprintable() or c == "\n" for c in text)
+    constants = {
+        node.targets[0].id: node.value
+        for node in ast.parse(text).body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    recorded = ast.literal_eval(constants["RECORDED"])
+    assert f"{error_type.__name__}: {HOSTILE}".splitlines()[0] in recorded
+    assert ast.literal_eval(constants["EXPECTED_OUTPUT"]) == expected
+    assert ast.literal_eval(constants["BUNDLE"].right) == 'bun"""dle \\ x/run.sftrace'
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         pytest.param(["--entrypoint", "agent"], "must be 'module:function'", id="entrypoint"),
+        pytest.param(["-e", "no_such_agent:run"], "cannot import", id="unresolved"),
+        pytest.param(["-e", "json:no_such_function"], "has no attribute", id="no-attribute"),
         pytest.param(["-e", "a:b", "-o", "exists.py"], "already exists", id="overwrite"),
         pytest.param(["-e", "a:b", "-o", "notes.txt"], "must be a .py file", id="suffix"),
         pytest.param(["-e", "a:b", "--expect-output", "nope.json"], "not found", id="output"),
@@ -162,6 +221,14 @@ JSON = st.recursive(
 def test_literals_evaluate_back_to_the_value(value: Any) -> None:
     """Any JSON value written as a Python literal evaluates back to itself."""
     assert ast.literal_eval(literal(value, 0)) == value
+
+
+@pytest.mark.parametrize("text", ["\ud800", "\x7f", "\u2028", "\x1b[31m", 'a"""b', "\\"])
+def test_string_literals_are_printable_and_exact(text: str) -> None:
+    """Lone surrogates and non-printable characters are escaped, never written raw."""
+    written = literal(text, 0)
+    assert written.isprintable()
+    assert ast.literal_eval(written) == text
 
 
 def test_long_literals_are_one_item_a_line() -> None:

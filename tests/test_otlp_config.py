@@ -21,7 +21,7 @@ import sample_agents as agents
 import sftrace
 from otlp_sink import OtlpSink
 from sftrace import ConfigError, load_bundle, record
-from sftrace._export.otlp import DEFAULT_MAX_PAYLOAD_BYTES, OtlpSettings, resolve_settings
+from sftrace._export.otlp_settings import DEFAULT_MAX_PAYLOAD_BYTES, OtlpSettings, resolve_settings
 from sftrace._record.config import get_state
 
 HERE = Path(__file__).resolve().parent
@@ -341,6 +341,46 @@ def test_configure_rejects_bad_settings_before_changing_anything(provider: Trace
         sftrace.configure(tracer_provider=provider, otlp_endpoint="http://c:1", otlp_protocol="x")
     assert get_state() is state
     assert state.otlp is None
+
+
+def test_a_rejected_configure_keeps_the_previous_redaction(provider: TracerProvider) -> None:
+    """configure() checks every argument before it changes anything: a ConfigError leaves
+    the redaction rules of the previous configuration in place."""
+    from sftrace._record.redaction import current_redactor
+
+    sftrace.configure(tracer_provider=provider)
+    before = current_redactor()
+    with pytest.raises(ConfigError, match="otlp_protocol"):
+        sftrace.configure(
+            tracer_provider=provider,
+            redaction=sftrace.Redactor(keys=["pin_code"]),
+            otlp_endpoint="http://c:1",
+            otlp_protocol="x",
+        )
+    assert current_redactor() is before
+
+
+def test_sdk_disabled_records_without_changing_the_sdks_provider(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """OTEL_SDK_DISABLED=true: record() works on sftrace's own provider, which stays as
+    the SDK made it (disabled: its own tracers are no-ops) and is not made global."""
+    from opentelemetry import trace
+
+    from sftrace._record import config
+
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    monkeypatch.setattr(config, "_own_provider", None)
+    monkeypatch.setattr(config, "_own_processors", None)
+    proxy = trace.ProxyTracerProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: proxy)
+    sftrace.configure()
+    state = get_state()
+    assert state.provider is not proxy
+    assert isinstance(state.provider.get_tracer("someone-else"), trace.NoOpTracer)
+    with record("disabled", output=tmp_path / "run.sftrace") as session:
+        session.set_output({"ok": True})
+    assert load_bundle(tmp_path / "run.sftrace").output == {"ok": True}
 
 
 # --- a fresh interpreter: the global provider and the environment, as in production -------

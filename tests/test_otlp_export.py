@@ -20,7 +20,8 @@ import sample_agents as agents
 import sftrace
 from otlp_sink import OtlpSink
 from sftrace import load_bundle, record, trace_tool
-from sftrace._export.otlp import EnrichingSpanExporter, SpanPreparer, truncate_utf8
+from sftrace._export.enrich import SpanPreparer, truncate_utf8
+from sftrace._export.otlp import EnrichingSpanExporter
 from sftrace._record.config import get_state
 
 HTTP_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"

@@ -1,22 +1,112 @@
-"""The public surface: sorted, complete, and light to import."""
+"""The public surface: sorted, complete, consistent, and light to import.
+
+As in httpx's ``test_exported_members``: ``__all__`` is the sorted list of the public
+names, and every place that declares a public name (``__all__``, the lazy table, the
+``TYPE_CHECKING`` imports that type checkers read, the module's attributes) agrees.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
+import types
+from pathlib import Path
+
+import pytest
 
 import sftrace
 
+SUBMODULES = [
+    "sftrace.testing",
+    "sftrace.integrations",
+    "sftrace.integrations.openai",
+    "sftrace.integrations.anthropic",
+    "sftrace.integrations.langchain",
+]
 
-def test_all_is_sorted_and_matches_public_names() -> None:
-    """__all__ lists every public name of the package, sorted, and nothing else."""
-    public = {
-        name
-        for name in dir(sftrace)
-        if not name.startswith("_") and not isinstance(getattr(sftrace, name), type(sys))
-    }
+
+def type_checking_imports(module: types.ModuleType) -> dict[str, str]:
+    """Name -> module (relative to ``sftrace.``) of the ``if TYPE_CHECKING:`` imports."""
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    imported: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for statement in ast.walk(node):
+                if isinstance(statement, ast.ImportFrom) and statement.module is not None:
+                    for alias in statement.names:
+                        imported[alias.asname or alias.name] = statement.module.removeprefix(
+                            "sftrace."
+                        )
+    return imported
+
+
+def public_definitions(module: types.ModuleType) -> list[str]:
+    """Top-level functions and classes a module defines without a leading underscore."""
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return sorted(
+        node.name for node in tree.body if isinstance(node, kinds) and not node.name.startswith("_")
+    )
+
+
+def test_all_is_sorted_and_declared_in_the_lazy_table() -> None:
+    """__all__ is sorted and names exactly the lazy table's names and __version__."""
     assert sftrace.__all__ == sorted(sftrace.__all__)
-    assert set(sftrace.__all__) - {"__version__"} == public
+    assert len(set(sftrace.__all__)) == len(sftrace.__all__)
+    assert set(sftrace.__all__) == {*sftrace._LAZY, "__version__"}
+
+
+def test_type_checkers_see_the_names_from_the_modules_runtime_loads() -> None:
+    """The TYPE_CHECKING imports name the same public names and modules as the lazy table."""
+    assert type_checking_imports(sftrace) == sftrace._LAZY
+
+
+def test_every_lazy_name_loads_the_object_of_its_module() -> None:
+    """``sftrace.X`` is the very object its private module defines (checked in a fresh
+    interpreter: in-process pytester runs drop and re-import sftrace's modules)."""
+    code = (
+        "import importlib, sftrace\n"
+        "bad = [n for n, m in sftrace._LAZY.items()\n"
+        "       if getattr(sftrace, n)\n"
+        "       is not getattr(importlib.import_module('sftrace.' + m), n)]\n"
+        "print(bad)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_module_attributes_and_dir_are_exactly_the_public_names() -> None:
+    """Once every name is loaded, the module holds no other public attribute, and dir()
+    lists exactly __all__ (plus dunders): a name missing from __all__ shows up here."""
+    for name in sftrace.__all__:
+        getattr(sftrace, name)
+    loaded = {
+        name
+        for name, value in vars(sftrace).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert loaded == set(sftrace.__all__) - {"__version__"}
+    listed = [name for name in dir(sftrace) if not name.startswith("__")]
+    assert listed == sorted(loaded)
+    assert "__version__" in dir(sftrace)
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        sftrace.not_a_name  # noqa: B018
+
+
+@pytest.mark.parametrize("module_name", SUBMODULES)
+def test_public_modules_export_exactly_what_they_define(module_name: str) -> None:
+    """sftrace.testing and every integration: a sorted __all__ naming exactly the public
+    functions and classes the module defines (imported helpers stay unexported)."""
+    module = importlib.import_module(module_name)
+    exported = module.__all__
+    assert exported == sorted(exported)
+    assert exported == public_definitions(module)
+    for name in exported:
+        assert getattr(module, name).__module__ == module_name
 
 
 def test_every_public_error_derives_from_sftrace_error() -> None:

@@ -184,24 +184,3 @@ def test_plugin_is_registered_through_the_pytest11_entry_point() -> None:
     (entry,) = [e for e in entry_points(group="pytest11") if e.name == "sftrace"]
     assert entry.value == "sftrace.pytest_plugin"
     assert Path(entry.load().__file__).name == "pytest_plugin.py"
-
-
-def test_every_public_name_loads_lazily_from_the_module_typing_sees() -> None:
-    """The lazy table of sftrace/__init__.py agrees with its TYPE_CHECKING imports, so
-    type checkers and runtime see the same names."""
-    import ast
-
-    import sftrace
-
-    tree = ast.parse(Path(sftrace.__file__).read_text())
-    imported = {
-        alias.name: node.module.removeprefix("sftrace.")
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom)
-        and node.module is not None
-        and node.module.startswith("sftrace._")
-        and node.module != "sftrace._version"
-        for alias in node.names
-    }
-    assert imported == sftrace._LAZY
-    assert set(sftrace.__all__) == {*imported, "__version__"}

@@ -10,7 +10,8 @@ import pytest
 
 from regress_helpers import DENIED, record_agent, write_agent
 from sftrace import SuiteError, load_suite
-from sftrace._regress.suite import discover_suites, junit_xml, summary_line
+from sftrace._regress.junit import junit_xml, summary_line
+from sftrace._regress.suite import discover_suites
 
 
 @pytest.fixture

@@ -49,17 +49,16 @@ if _typing.TYPE_CHECKING:
     from sftrace._record.redaction import Redaction, Redactor
     from sftrace._record.session import RecordingSession, record
     from sftrace._record.tool import trace_tool
-    from sftrace._regress.compare import (
+    from sftrace._regress.compare import compare, diff
+    from sftrace._regress.expectations import ArgumentsExpectation, Expectations, load_expectations
+    from sftrace._regress.findings import (
         ComparisonPolicy,
         Finding,
         FindingCode,
         Report,
         Severity,
         Verdict,
-        compare,
-        diff,
     )
-    from sftrace._regress.expectations import ArgumentsExpectation, Expectations, load_expectations
     from sftrace._regress.migrate_suite import MigratedSuite, migrate_suite
     from sftrace._regress.peers import import_peer_runs
     from sftrace._regress.suite import CaseResult, Suite, SuiteCase, load_suite
@@ -80,12 +79,12 @@ _LAZY: dict[str, str] = {
     "StateChange": "_model.calls",
     "load_bundle": "_bundle.load",
     "validate_bundle": "_bundle.reader",
-    "ComparisonPolicy": "_regress.compare",
-    "Finding": "_regress.compare",
-    "FindingCode": "_regress.compare",
-    "Report": "_regress.compare",
-    "Severity": "_regress.compare",
-    "Verdict": "_regress.compare",
+    "ComparisonPolicy": "_regress.findings",
+    "Finding": "_regress.findings",
+    "FindingCode": "_regress.findings",
+    "Report": "_regress.findings",
+    "Severity": "_regress.findings",
+    "Verdict": "_regress.findings",
     "compare": "_regress.compare",
     "diff": "_regress.compare",
     "configure": "_record.config",
@@ -230,4 +229,7 @@ _display.register_html_renderer(_notebook_html)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # Exactly the public names (loaded or not) and the module's own dunders: no helper
+    # (``_LAZY``, ``_importlib``) and no submodule that happens to be imported.
+    dunders = {name for name in globals() if name.startswith("__") and name.endswith("__")}
+    return sorted(dunders | set(__all__))

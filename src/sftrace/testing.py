@@ -201,7 +201,7 @@ def assert_max_calls(
 def assert_status(result: ReplayResult | Bundle, status: str) -> None:
     """The run ended ``"completed"`` or ``"failed"``."""
     __tracebackhide__ = True
-    from sftrace._regress.compare import as_run
+    from sftrace._regress.runs import as_run
 
     run = as_run(result, "replayed")
     if run.status != status:

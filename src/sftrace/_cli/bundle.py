@@ -7,13 +7,13 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, check_bundle
 from sftrace._cli.main import EXIT_CHANGED, bad_input_policy
+from sftrace._cli.output import echo, human_console
 from sftrace._model.calls import Call
 from sftrace._model.text import one_line, pluralize, preview
 
@@ -51,7 +51,7 @@ def inspect_command(bundle: Path, as_json: bool, limit: int) -> None:
         click.echo(orjson.dumps(inspect_document(loaded, parents), option=orjson.OPT_INDENT_2))
         return
     # Header lines wrap at the terminal; tree lines are cut to its width.
-    console = Console(highlight=False, soft_wrap=True)
+    console = human_console()
     for line in _header(loaded):
         console.print(line)
     console.print(_tree(loaded, parents, limit))
@@ -228,14 +228,14 @@ def validate_command(bundle: Path, verify_integrity: bool) -> None:
         loaded, problems = check_bundle(bundle, verify_integrity=verify_integrity)
     if problems:
         for problem in problems:
-            click.echo(one_line(problem))
+            echo(one_line(problem))
         found = pluralize(len(problems), "problem")
-        click.echo(f"sftrace: {str(bundle)!r} is invalid ({found})", err=True)
+        echo(f"sftrace: {str(bundle)!r} is invalid ({found})", err=True)
         raise click.exceptions.Exit(EXIT_CHANGED)
     assert loaded is not None  # no problems means it loaded
     totals = loaded.manifest.totals
     checked = "digests verified" if verify_integrity else "digests not checked"
-    click.echo(
+    echo(
         f"valid: {bundle}: {loaded.manifest.status} run of {loaded.agent_name!r}, "
         f"{pluralize(len(loaded.calls), 'call')} ({totals.tool_calls} tool, "
         f"{totals.llm_calls} llm), {pluralize(len(loaded.spans), 'span')}; {checked}"

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 
 import click
 
+from sftrace._cli.output import echo
 from sftrace._errors import SftraceError
 from sftrace._model.text import one_line
 from sftrace._version import __version__
@@ -66,7 +67,7 @@ def bad_input_policy() -> Iterator[None]:
         state = click.get_current_context().find_object(CliState)
         if state is not None and state.debug:
             traceback.print_exc()
-        click.echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
+        echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
         raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
 
 
@@ -83,12 +84,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         exc.show()
         code = EXIT_BAD_INPUT if isinstance(exc, click.UsageError) else exc.exit_code
     except click.exceptions.Abort:
-        click.echo("sftrace: aborted", err=True)
+        echo("sftrace: aborted", err=True)
         code = 130
     except (SftraceError, OSError) as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
+        echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
         code = EXIT_BAD_INPUT
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, bad_input_policy
+from sftrace._cli.output import echo
 from sftrace._regress.migrate_suite import migrate_suite
 from sftrace._regress.peers import import_peer_runs
 
@@ -46,20 +47,20 @@ def import_peers(source: str, files: tuple[Path, ...], output: Path, overwrite: 
     snippets = []
     for run, file in zip(result.runs, files, strict=True):
         if run.path is not None:
-            click.echo(f"imported {run.path} (run {run.run_id}, {run.spans} spans)")
+            echo(f"imported {run.path} (run {run.run_id}, {run.spans} spans)")
             snippets.append(case_snippet(Path(file).stem, run.path))
         else:
-            click.echo(f"skipped {file} (run {run.run_id}): {run.problem}", err=True)
-    click.echo(
+            echo(f"skipped {file} (run {run.run_id}): {run.problem}", err=True)
+    echo(
         f"{len(result.written)} bundle(s) written, {len(result.skipped)} run(s) skipped "
         f"from {len(files)} {source} recording(s)"
     )
     if snippets:
-        click.echo(
+        echo(
             "\nAdd them to a suite (*.sftrace-suite.toml; bundle paths are relative to the "
             "suite file, adjust them if it is elsewhere):\n"
         )
-        click.echo("\n\n".join(snippets))
+        echo("\n\n".join(snippets))
     if not result.written:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
     if result.skipped:
@@ -87,12 +88,12 @@ def migrate_suite_command(suite: Path, output: Path, overwrite: bool) -> None:
     with bad_input_policy():
         migrated = migrate_suite(suite, output, overwrite=overwrite)
     for note in migrated.notes:
-        click.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     for bundle in migrated.bundles:
-        click.echo(f"converted {_display(bundle)}")
-    click.echo(f"wrote {_display(migrated.path)} ({len(migrated.bundles)} case(s))")
+        echo(f"converted {_display(bundle)}")
+    echo(f"wrote {_display(migrated.path)} ({len(migrated.bundles)} case(s))")
     if not migrated.path.name.endswith(".sftrace-suite.toml"):
-        click.echo(
+        echo(
             "note: pytest collects only files named *.sftrace-suite.toml; `sftrace test "
             f"{os.fspath(migrated.path)}` runs this one",
             err=True,

@@ -8,8 +8,9 @@ import click
 
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, bad_input_policy
 from sftrace._cli.migrate import PEER_SOURCES, import_peers
+from sftrace._cli.output import echo
 from sftrace._export.collector_import import import_otlp_files
-from sftrace._export.otlp import PROTOCOLS
+from sftrace._export.otlp_settings import PROTOCOLS
 from sftrace._export.push import exporter_logs_silenced, push_bundles
 from sftrace._model.text import pluralize
 
@@ -74,12 +75,10 @@ def push_command(
     failed = 0
     for result in results:
         if result.ok:
-            click.echo(
-                f"pushed {result.bundle} (run {result.run_id}, {pluralize(result.spans, 'span')})"
-            )
+            echo(f"pushed {result.bundle} (run {result.run_id}, {pluralize(result.spans, 'span')})")
         else:
             failed += 1
-            click.echo(f"sftrace: error: {result.error}", err=True)
+            echo(f"sftrace: error: {result.error}", err=True)
     if failed:
         raise click.exceptions.Exit(EXIT_CHANGED)
 
@@ -117,21 +116,21 @@ def import_command(files: tuple[Path, ...], output: Path, overwrite: bool, sourc
         result = import_otlp_files(files, output=output, overwrite=overwrite)
     for run in result.runs:
         if run.path is not None:
-            click.echo(f"imported {run.path} (run {run.run_id}, {pluralize(run.spans, 'span')})")
+            echo(f"imported {run.path} (run {run.run_id}, {pluralize(run.spans, 'span')})")
         else:
-            click.echo(f"skipped run {run.run_id} (trace {run.trace_id}): {run.problem}", err=True)
+            echo(f"skipped run {run.run_id} (trace {run.trace_id}): {run.problem}", err=True)
     summary = (
         f"{len(result.written)} bundle(s) written, {len(result.skipped)} run(s) skipped, "
         f"{result.other_traces} trace(s) without an sftrace run ignored, "
         f"{result.spans_read} span(s) read"
     )
     if not result.runs:
-        click.echo(
+        echo(
             f"sftrace: error: no sftrace run found in {len(files)} file(s) ({summary}); the run "
             f"span is exported when the run ends: was the run finished and flushed?",
             err=True,
         )
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
-    click.echo(summary)
+    echo(summary)
     if result.skipped:
         raise click.exceptions.Exit(EXIT_CHANGED)

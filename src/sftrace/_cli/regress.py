@@ -13,24 +13,21 @@ from pathlib import Path
 import click
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy
+from sftrace._cli.output import echo, human_console, printable
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
 from sftrace._model.text import one_line
-from sftrace._regress.compare import ComparisonPolicy, FindingCode, Report, Severity, diff
+from sftrace._regress.compare import diff
+from sftrace._regress.findings import ComparisonPolicy, FindingCode, Report, Severity
+from sftrace._regress.junit import junit_xml, summary_line
 from sftrace._regress.pytest_export import export_pytest
-from sftrace._regress.suite import (
-    CaseResult,
-    Suite,
-    discover_suites,
-    junit_xml,
-    load_suite,
-    summary_line,
-)
+from sftrace._regress.suite import CaseResult, Suite, discover_suites, load_suite
 from sftrace._view.render import render_comparison
 
 _SEVERITY_STYLES = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
@@ -102,7 +99,7 @@ def diff_command(
     if as_json:
         _dump_json(report.to_dict())
     else:
-        print_report(Console(highlight=False, soft_wrap=True), report)
+        print_report(human_console(), report)
     if html_path is not None:
         finish_page(html_path, render_comparison(*runs, report=report), err=as_json)
     raise click.exceptions.Exit(EXIT_OK if report.passed else EXIT_CHANGED)
@@ -156,7 +153,7 @@ def test_command(
     Exit 0 when every case passed, 1 when a case failed, 2 when a suite is invalid or a
     case could not run.
     """
-    stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+    stderr = human_console(stderr=True)
     paths = discover_suites(suites or [Path(".")])
     if not paths:
         stderr.print(
@@ -199,7 +196,7 @@ def test_command(
         )
         stderr.print(Text(summary))
     else:
-        Console(highlight=False, soft_wrap=True).print(Text(summary, style="bold"))
+        human_console().print(Text(summary, style="bold"))
     if any(result.outcome == "error" for result in results):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
     if any(result.outcome == "failed" for result in results):
@@ -212,7 +209,7 @@ def _run_suites(
 ) -> list[CaseResult]:
     # The bar shares the console of the case lines (rich draws lines above a live bar
     # only on its own console); with --json stdout is the document, so both go to stderr.
-    console = stderr if as_json else Console(highlight=False, soft_wrap=True)
+    console = stderr if as_json else human_console()
     total = sum(len(suite.cases) for suite in suites)
     results: list[CaseResult] = []
     with Progress(
@@ -226,7 +223,7 @@ def _run_suites(
         task = progress.add_task("running cases", total=total)
         for suite in suites:
             for case in suite.cases:
-                progress.update(task, description=case.id)
+                progress.update(task, description=escape(printable(case.id)))
                 result = case.run(entrypoint=entrypoint)
                 results.append(result)
                 if not as_json:
@@ -319,9 +316,9 @@ def export_command(
             output=output,
             overwrite=overwrite,
         )
-    click.echo(f"wrote {written}")
+    echo(f"wrote {written}")
     if expect_output is None and expect_trajectory is None:
-        click.echo(
+        echo(
             "tip: pass --expect-output FILE (the corrected output) or --expect-trajectory FILE "
             "to state the behaviour the fixed agent must show",
             err=True,

@@ -14,13 +14,13 @@ from typing import Any, Literal
 
 import click
 import orjson
-from rich.console import Console
 from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
+from sftrace._cli.output import human_console
 from sftrace._cli.view import finish_page, html_option
 from sftrace._errors import SftraceError
 from sftrace._model.calls import Call
@@ -283,7 +283,7 @@ def _error_name(error: BaseException) -> str:
 def _print_report(
     result: ReplayResult, *, entrypoint: str, mode: str, match: str, verdict: Verdict, limit: int
 ) -> None:
-    console = Console(highlight=False, soft_wrap=True)
+    console = human_console()
     recorded = result.bundle
     console.print(
         Text.assemble(

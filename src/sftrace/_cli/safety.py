@@ -11,6 +11,7 @@ from sftrace._bundle.load import load_bundle
 from sftrace._bundle.partial import is_partial, unfinished_recordings
 from sftrace._bundle.recover import recover_bundle
 from sftrace._cli.main import EXIT_BAD_INPUT, bad_input_policy
+from sftrace._cli.output import echo
 from sftrace._errors import BundleError
 from sftrace._model.text import one_line, pluralize
 
@@ -61,11 +62,11 @@ def recover_command(path: Path, output: Path | None, overwrite: bool) -> None:
                 with bad_input_policy():
                     raise
             failed += 1
-            click.echo(f"sftrace: error: {one_line(str(exc))}", err=True)
+            echo(f"sftrace: error: {one_line(str(exc))}", err=True)
             continue
         calls = pluralize(len(bundle.calls), "call")
-        click.echo(f"recovered {written}: status {bundle.status}, {calls}")
+        echo(f"recovered {written}: status {bundle.status}, {calls}")
         for note in bundle.manifest.notes:
-            click.echo(f"  - {note}")
+            echo(f"  - {note}")
     if failed:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -15,6 +15,7 @@ import click
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import bad_input_policy
+from sftrace._cli.output import echo
 from sftrace._regress.suite import CaseResult
 from sftrace._view.render import (
     render_case,
@@ -51,7 +52,7 @@ def write_suite_pages(directory: Path, results: Sequence[CaseResult], *, err: bo
             write_html(directory / name, render_case(result))
             entries.append((result, name))
         index = write_html(directory / "index.html", render_index("sftrace test", entries))
-    click.echo(f"wrote {index} ({len(entries)} case pages)", err=err)
+    echo(f"wrote {index} ({len(entries)} case pages)", err=err)
 
 
 def _slug(text: str) -> str:
@@ -73,7 +74,7 @@ def finish_page(path: Path, page: str, *, open_it: bool = False, err: bool = Fal
     document), and open it in a browser when asked."""
     with bad_input_policy():
         written = write_html(path, page)
-    click.echo(f"wrote {written}", err=err)
+    echo(f"wrote {written}", err=err)
     if open_it:
         webbrowser.open(written.resolve().as_uri())
 

@@ -33,7 +33,7 @@ from sftrace._bundle.manifest import (
 from sftrace._bundle.names import bundle_name, safe_file_stem
 from sftrace._bundle.writer import BundleWriter, partial_dir_for
 from sftrace._errors import BundleError
-from sftrace._export.otlp import ENRICHMENT_ATTRIBUTES
+from sftrace._export.enrich import ENRICHMENT_ATTRIBUTES
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes
 

@@ -24,11 +24,10 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
-from sftrace._export.otlp import (
-    EXPORTER_LOGGERS,
-    EnrichingSpanExporter,
+from sftrace._export.enrich import SpanPreparer
+from sftrace._export.otlp import EXPORTER_LOGGERS, EnrichingSpanExporter
+from sftrace._export.otlp_settings import (
     OtlpSettings,
-    SpanPreparer,
     default_endpoint,
     normalize_endpoint,
     official_exporter,

@@ -7,7 +7,7 @@ to it; otherwise it creates one and sets it as the global provider. ``record()``
 configures the defaults by itself the first time it is used.
 
 OTLP export (``otlp_endpoint`` or the standard ``OTEL_EXPORTER_OTLP_*`` variables) adds
-a batching processor in front of the official OTLP exporters (see ``_otlp_export``).
+a batching processor in front of the official OTLP exporters (see ``_export.otlp``).
 
 ``OTEL_SDK_DISABLED=true`` turns OpenTelemetry off for the application: sftrace then
 exports nothing over OTLP, but ``record()`` and replay keep working (bundles are
@@ -19,19 +19,31 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import (
+    ReadableSpan,
+    Span,
+    SpanLimits,
+    SpanProcessor,
+    SynchronousMultiSpanProcessor,
+    TracerProvider,
+)
+from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.sdk.util.instrumentation import InstrumentationInfo, InstrumentationScope
 from opentelemetry.trace import Tracer
 
 from sftrace._errors import ConfigError
 from sftrace._export.bundle_exporter import BundleSpanExporter
-from sftrace._export.otlp import OtlpSettings, OtlpSpanProcessor, resolve_settings
+from sftrace._export.otlp import OtlpSpanProcessor
+from sftrace._export.otlp_settings import OtlpSettings, resolve_settings
 from sftrace._internal import log_once
 from sftrace._model import attributes as A
 from sftrace._model.attributes import INSTRUMENTATION_SCOPE
@@ -88,6 +100,8 @@ _state: State | None = None
 _lock = threading.RLock()
 # Providers sftrace created, so a second configure() reuses rather than stacks them.
 _own_provider: TracerProvider | None = None
+# Its processors, on which sftrace builds its tracer under OTEL_SDK_DISABLED (see _tracer).
+_own_processors: SynchronousMultiSpanProcessor | None = None
 # True while record() configures the defaults by itself (see get_state).
 _configuring_defaults = False
 # Span processors a higher layer contributes to every configuration (the replay layer's
@@ -160,39 +174,25 @@ def configure(
     """
     global _state
     with _lock:
-        set_redactor(redaction)
-        sdk_disabled = _sdk_disabled()
-        provider = _choose_provider(tracer_provider, service_name)
-        settings: OtlpSettings | None = None
-        if not sdk_disabled:
-            try:
-                settings = resolve_settings(
-                    endpoint=otlp_endpoint,
-                    protocol=otlp_protocol,
-                    headers=otlp_headers,
-                    capture_content=capture_content,
-                    max_payload_bytes=max_payload_bytes,
-                    standard_endpoint_variables=provider is _own_provider,
-                    service_name=service_name,
-                )
-            except ConfigError as exc:
-                if not _configuring_defaults:
-                    raise
-                # record() configured itself: a bad OTEL_* variable must not break the
-                # agent's run. Record without OTLP export and say why, once.
-                log_once("reading the OTLP settings from the environment", exc)
-        elif otlp_endpoint is not None or os.environ.get("SFTRACE_OTLP_ENDPOINT"):
-            log_once(
-                "configuring OTLP export",
-                RuntimeError(
-                    "OTEL_SDK_DISABLED=true: no span is exported over OTLP (bundles are "
-                    "still recorded); unset OTEL_SDK_DISABLED to export"
-                ),
-            )
+        # Everything that can fail is checked first, so a ConfigError changes nothing.
+        _check_provider(tracer_provider)
+        directory = Path(bundle_dir) if bundle_dir is not None else None
+        existing = _existing_provider(tracer_provider)
+        settings = _otlp_settings(
+            endpoint=otlp_endpoint,
+            protocol=otlp_protocol,
+            headers=otlp_headers,
+            capture_content=capture_content,
+            max_payload_bytes=max_payload_bytes,
+            standard_endpoint_variables=existing is None or existing is _own_provider,
+            service_name=service_name,
+        )
+        set_redactor(redaction)  # checks its argument before it changes anything
+        provider = existing if existing is not None else _own(service_name)
         old = _state
         if old is not None and old.provider is provider:
             # Idempotent: same provider, keep the processors already attached.
-            old.bundle_dir = Path(bundle_dir) if bundle_dir is not None else None
+            old.bundle_dir = directory
             _apply_otlp(old, settings)
             return
         if old is not None:
@@ -204,12 +204,39 @@ def configure(
             provider.add_span_processor(processor)
         _state = State(
             provider=provider,
-            tracer=provider.get_tracer(INSTRUMENTATION_SCOPE, __version__),
+            tracer=_tracer(provider),
             bundle_exporter=exporter,
-            bundle_dir=Path(bundle_dir) if bundle_dir is not None else None,
+            bundle_dir=directory,
             processors=processors,
         )
         _apply_otlp(_state, settings)
+
+
+def _otlp_settings(
+    *, endpoint: str | None, standard_endpoint_variables: bool, **options: Any
+) -> OtlpSettings | None:
+    """The OTLP export settings, or None (no export). Raises ConfigError on a bad one."""
+    if _sdk_disabled():
+        if endpoint is not None or os.environ.get("SFTRACE_OTLP_ENDPOINT"):
+            log_once(
+                "configuring OTLP export",
+                RuntimeError(
+                    "OTEL_SDK_DISABLED=true: no span is exported over OTLP (bundles are "
+                    "still recorded); unset OTEL_SDK_DISABLED to export"
+                ),
+            )
+        return None
+    try:
+        return resolve_settings(
+            endpoint=endpoint, standard_endpoint_variables=standard_endpoint_variables, **options
+        )
+    except ConfigError as exc:
+        if not _configuring_defaults:
+            raise
+        # record() configured itself: a bad OTEL_* variable must not break the agent's
+        # run. Record without OTLP export and say why, once.
+        log_once("reading the OTLP settings from the environment", exc)
+        return None
 
 
 def _sdk_disabled() -> bool:
@@ -238,19 +265,28 @@ def _retire(processor: OtlpSpanProcessor) -> None:
     threading.Thread(target=processor.shutdown, name="sftrace-otlp-retire", daemon=True).start()
 
 
-def _choose_provider(explicit: TracerProvider | None, service_name: str | None) -> TracerProvider:
-    global _own_provider
-    if explicit is not None:
-        if not isinstance(explicit, TracerProvider):
-            raise ConfigError(
-                f"tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, got "
-                f"{type(explicit).__qualname__}"
-            )
-        if not _is_disabled(explicit):
-            return explicit
+def _check_provider(explicit: TracerProvider | None) -> None:
+    if explicit is not None and not isinstance(explicit, TracerProvider):
+        raise ConfigError(
+            f"tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, got "
+            f"{type(explicit).__qualname__}"
+        )
+
+
+def _existing_provider(explicit: TracerProvider | None) -> TracerProvider | None:
+    """The provider to attach to: the explicit one, else the global SDK provider; None
+    when sftrace must use its own (neither exists, or OpenTelemetry is disabled)."""
+    if explicit is not None and not _is_disabled(explicit):
+        return explicit
     current = trace.get_tracer_provider()
     if explicit is None and isinstance(current, TracerProvider) and not _is_disabled(current):
         return current
+    return None
+
+
+def _own(service_name: str | None) -> TracerProvider:
+    """sftrace's own provider, created (and made global when there is none) on first use."""
+    global _own_provider, _own_processors
     if _own_provider is not None:
         return _own_provider
     resource = Resource.create(
@@ -259,23 +295,45 @@ def _choose_provider(explicit: TracerProvider | None, service_name: str | None) 
             A.SFTRACE_VERSION: __version__,
         }
     )
-    provider = TracerProvider(resource=resource)
-    if _is_disabled(provider):
-        # OTEL_SDK_DISABLED: the application turned OpenTelemetry off, but record() and
-        # replay were asked for explicitly. Record through a private provider that is
-        # not made global (so nothing else is traced) and exports nothing over OTLP.
-        provider._disabled = False
-    elif isinstance(current, trace.ProxyTracerProvider):
+    processors = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
+    provider = TracerProvider(resource=resource, active_span_processor=processors)
+    # Under OTEL_SDK_DISABLED the application turned OpenTelemetry off, but record() and
+    # replay were asked for explicitly: they run on this provider, which is not made
+    # global (so nothing else is traced) and exports nothing over OTLP. When the global
+    # provider is not an SDK one (sftrace cannot add processors to it), it is private too.
+    if not _is_disabled(provider) and isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider
+    ):
         trace.set_tracer_provider(provider)
-    # Otherwise the global provider is not an SDK one (sftrace cannot add processors to
-    # it): sftrace keeps a private provider of its own for recording.
-    _own_provider = provider
+    _own_provider, _own_processors = provider, processors
     return provider
+
+
+def _tracer(provider: TracerProvider) -> Tracer:
+    """sftrace's tracer on ``provider``; on its own provider, also under OTEL_SDK_DISABLED."""
+    tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, __version__)
+    processors = _own_processors if provider is _own_provider else None
+    if not isinstance(tracer, trace.NoOpTracer) or processors is None:
+        return tracer
+    # The SDK hands out no-op tracers when disabled; build a real one on the provider's
+    # public parts (sampler, resource, id generator and the processors it was given).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # InstrumentationInfo's
+        info = InstrumentationInfo(INSTRUMENTATION_SCOPE, __version__)
+    return SdkTracer(
+        provider.sampler,
+        provider.resource,
+        processors,
+        provider.id_generator,
+        info,
+        SpanLimits(),
+        InstrumentationScope(INSTRUMENTATION_SCOPE, __version__),
+    )
 
 
 def _is_disabled(provider: TracerProvider) -> bool:
     """True for a provider made under OTEL_SDK_DISABLED=true (its tracers are no-ops)."""
-    return bool(getattr(provider, "_disabled", False))
+    return isinstance(provider.get_tracer(INSTRUMENTATION_SCOPE, __version__), trace.NoOpTracer)
 
 
 def _deactivate(state: State) -> None:

@@ -1,38 +1,36 @@
-"""Behavioural comparison of two runs: ``diff``, ``compare``, findings, policies, reports.
+"""Behavioural comparison of two runs: ``diff`` and ``compare``.
 
-A run is a recorded bundle or a :class:`ReplayResult`. Calls are aligned by content (see
-``_diff``); span ids, timestamps, durations, tokens and cost are never compared, nor the
-per-run metadata of LLM responses (response and tool-call ids, timestamps, usage). Every
-difference becomes a :class:`Finding` with a stable code and a severity; a
-:class:`ComparisonPolicy` changes severities and names JSON paths to ignore (reported as
-``info``). The verdict fails when any finding is an error.
+Calls are aligned by content (``align``), then each difference becomes a
+:class:`~sftrace._regress.findings.Finding` with a stable code and the severity the
+:class:`~sftrace._regress.findings.ComparisonPolicy` gives it (``findings``). What is
+compared of a run and of a call is in ``runs``.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
 
-from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
-from sftrace._errors import ConfigError, TraceSerializationError
+from sftrace._errors import ConfigError
 from sftrace._model.calls import Call, CallRef
-from sftrace._model.display import repr_html
-from sftrace._model.jsonpath import JsonPath, parse_paths, strip
-from sftrace._model.serialize import to_json
-from sftrace._model.text import first_line, pluralize, preview, shorten, show_pair, were
-from sftrace._regress.diff import (
-    Difference,
-    align,
-    content_key,
-    value_differences,
+from sftrace._model.jsonpath import strip
+from sftrace._model.text import first_line, pluralize, preview, shorten, were
+from sftrace._regress.align import align_calls
+from sftrace._regress.diff import Difference, content_key, value_differences
+from sftrace._regress.findings import (
+    DEFAULT_POLICY,
+    AlignedCall,
+    ComparisonPolicy,
+    Finding,
+    FindingCode,
+    Report,
+    RunSummary,
+    Severity,
+    Verdict,
 )
+from sftrace._regress.runs import ComparedRun, as_run, compared_input, compared_output
 
 if TYPE_CHECKING:
     from sftrace._regress.expectations import Expectations
@@ -50,500 +48,8 @@ __all__ = [
     "Verdict",
     "compare",
     "diff",
+    "expected_output_report",
 ]
-
-
-class FindingCode(StrEnum):
-    """What kind of behaviour changed. The values are stable: use them in policies."""
-
-    MISSING_CALL = "MISSING_CALL"
-    UNEXPECTED_CALL = "UNEXPECTED_CALL"
-    CALL_INPUT_CHANGED = "CALL_INPUT_CHANGED"
-    CALL_OUTPUT_CHANGED = "CALL_OUTPUT_CHANGED"
-    CALL_ORDER_CHANGED = "CALL_ORDER_CHANGED"
-    CALL_ERROR_CHANGED = "CALL_ERROR_CHANGED"
-    STATUS_CHANGED = "STATUS_CHANGED"
-    OUTPUT_STRUCTURE_CHANGED = "OUTPUT_STRUCTURE_CHANGED"
-    OUTPUT_VALUE_CHANGED = "OUTPUT_VALUE_CHANGED"
-    OUTPUT_TEXT_CHANGED = "OUTPUT_TEXT_CHANGED"
-    OUTPUT_MISSING = "OUTPUT_MISSING"
-    REPLAY_DIVERGED = "REPLAY_DIVERGED"
-    EXPECTATION_FAILED = "EXPECTATION_FAILED"
-
-
-class Severity(StrEnum):
-    """How much a finding matters: any ``error`` fails the verdict."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-
-class Verdict(StrEnum):
-    PASS = "pass"
-    FAIL = "fail"
-
-
-DEFAULT_SEVERITIES: Final[Mapping[FindingCode, Severity]] = MappingProxyType(
-    {
-        **{code: Severity.ERROR for code in FindingCode},
-        # The wording of natural-language answers varies from run to run.
-        FindingCode.OUTPUT_TEXT_CHANGED: Severity.WARNING,
-    }
-)
-
-_SEVERITY_ORDER: Final = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
-# Findings listed in full by ``Report.format``; the rest are counted.
-_FORMAT_LIMIT: Final = 50
-
-
-def _parse_choice(value: Any, kind: type[FindingCode] | type[Severity], what: str) -> Any:
-    if isinstance(value, kind):
-        return value
-    try:
-        return kind(value)
-    except ValueError:
-        choices = [member.value for member in kind]
-        close = difflib.get_close_matches(str(value), choices, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        listed = ", ".join(repr(choice) for choice in choices)
-        raise ConfigError(f"unknown {what} {value!r}{hint}; expected one of {listed}") from None
-
-
-def parse_code(value: Any) -> FindingCode:
-    """The finding code named by ``value``; ``ConfigError`` (a ``ValueError``) if unknown."""
-    code: FindingCode = _parse_choice(value, FindingCode, "finding code")
-    return code
-
-
-def parse_severity(value: Any) -> Severity:
-    """The severity named by ``value``; ``ConfigError`` (a ``ValueError``) if unknown."""
-    severity: Severity = _parse_choice(value, Severity, "severity")
-    return severity
-
-
-# --- policy ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class ComparisonPolicy:
-    """How findings are judged.
-
-    ``severity_overrides`` maps finding codes to ``"error"``, ``"warning"`` or ``"info"``;
-    ``ignore_paths`` names JSON paths (``"reply.generated_at"``, ``"items.*.id"``) whose
-    differences are reported as ``info`` instead of their code's severity. Ignore paths
-    apply to every compared JSON value: the run's output and each call's input and
-    output. ``ignore_paths`` holds them in canonical form (``"$.reply.generated_at"``).
-    Unknown codes, severities or malformed paths raise ``ConfigError`` (a ``ValueError``)
-    here, when the policy is built.
-    """
-
-    severity_overrides: Mapping[FindingCode | str, Severity | str] = field(default_factory=dict)
-    ignore_paths: Sequence[str] = ()
-    patterns: tuple[JsonPath, ...] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        raw = self.severity_overrides
-        if not isinstance(raw, Mapping):
-            raise ConfigError(
-                f"severity_overrides must be a mapping of finding code to severity, got {raw!r}"
-            )
-        overrides = {parse_code(code): parse_severity(level) for code, level in raw.items()}
-        paths = self.ignore_paths
-        if isinstance(paths, str) or not isinstance(paths, Iterable):
-            raise ConfigError(
-                f"ignore_paths must be a list of path strings, got {paths!r}; write "
-                f"ignore_paths=[{paths!r}] for one path"
-            )
-        patterns = tuple(
-            {str(p): p for p in parse_paths(tuple(paths), what="ignore path")}.values()
-        )
-        object.__setattr__(
-            self, "severity_overrides", MappingProxyType(dict(sorted(overrides.items())))
-        )
-        object.__setattr__(self, "ignore_paths", tuple(str(pattern) for pattern in patterns))
-        object.__setattr__(self, "patterns", patterns)
-
-    def severity(self, code: FindingCode) -> Severity:
-        """The severity of ``code`` under this policy."""
-        level = self.severity_overrides.get(code)
-        return DEFAULT_SEVERITIES[code] if level is None else parse_severity(level)
-
-    def extend(self, other: ComparisonPolicy | None) -> ComparisonPolicy:
-        """This policy with ``other`` on top: its overrides win, its ignore paths add."""
-        if other is None:
-            return self
-        return ComparisonPolicy(
-            severity_overrides={**self.severity_overrides, **other.severity_overrides},
-            ignore_paths=(*self.ignore_paths, *other.ignore_paths),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "severity_overrides": {
-                str(code): str(level) for code, level in self.severity_overrides.items()
-            },
-            "ignore_paths": list(self.ignore_paths),
-        }
-
-
-DEFAULT_POLICY: Final = ComparisonPolicy()
-
-
-# --- findings ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One behavioural difference: a stable ``code``, a ``severity``, a readable
-    ``message``, the call(s) concerned and the JSON paths that differ, with both values."""
-
-    code: FindingCode
-    severity: Severity
-    message: str
-    baseline_call: CallRef | None = None
-    candidate_call: CallRef | None = None
-    differences: tuple[Difference, ...] = ()
-    truncated: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code.value,
-            "severity": self.severity.value,
-            "message": self.message,
-            "baseline_call": self.baseline_call.to_dict() if self.baseline_call else None,
-            "candidate_call": self.candidate_call.to_dict() if self.candidate_call else None,
-            "differences": [difference.to_dict() for difference in self.differences],
-            "truncated": self.truncated,
-        }
-
-
-AlignmentStatus = Literal["same", "changed", "missing", "unexpected", "moved"]
-
-
-@dataclass(frozen=True, slots=True)
-class AlignedCall:
-    """One row of the alignment: a baseline call, a candidate call, or a pair."""
-
-    status: AlignmentStatus
-    baseline: CallRef | None
-    candidate: CallRef | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "baseline": self.baseline.number if self.baseline else None,
-            "candidate": self.candidate.number if self.candidate else None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """What a report says about each run."""
-
-    label: str
-    source: str
-    status: str
-    calls: int
-    failure: str | None
-    has_output: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "source": self.source,
-            "status": self.status,
-            "calls": self.calls,
-            "failure": self.failure,
-            "has_output": self.has_output,
-        }
-
-
-@dataclass(frozen=True)
-class Report:
-    """The judgement of a comparison: ``verdict``, ``findings``, ``counts``.
-
-    ``format()`` gives the readable text (errors first, then the first divergence);
-    ``to_dict()`` a JSON-ready dict with a stable key order.
-    """
-
-    findings: tuple[Finding, ...]
-    baseline: RunSummary
-    candidate: RunSummary
-    alignment: tuple[AlignedCall, ...] = ()
-    policy: ComparisonPolicy = DEFAULT_POLICY
-    expected: bool = False
-    divergence: str | None = None
-    approximate: bool = False
-
-    @property
-    def verdict(self) -> Verdict:
-        failed = any(finding.severity is Severity.ERROR for finding in self.findings)
-        return Verdict.FAIL if failed else Verdict.PASS
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict is Verdict.PASS
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Findings per severity: ``{"error": n, "warning": n, "info": n}``."""
-        counts = {severity.value: 0 for severity in Severity}
-        for finding in self.findings:
-            counts[finding.severity.value] += 1
-        return counts
-
-    def by_severity(self, severity: Severity | str) -> list[Finding]:
-        wanted = parse_severity(severity)
-        return [finding for finding in self.findings if finding.severity is wanted]
-
-    def summary(self) -> str:
-        counts = self.counts
-        return (
-            f"{self.verdict.value.upper()}: {pluralize(counts['error'], 'error')}, "
-            f"{pluralize(counts['warning'], 'warning')}, {counts['info']} info"
-        )
-
-    def format(self, *, include_info: bool = True) -> str:
-        """The readable report: a summary line, the findings (errors first), then the
-        first divergence of the replay, if any."""
-        if self.expected:
-            what = f"{self.candidate.source} vs expectations"
-        else:
-            what = (
-                f"{self.baseline.label}: {self.baseline.source}; "
-                f"{self.candidate.label}: {self.candidate.source}"
-            )
-        lines = [f"{self.summary()} ({what})"]
-        shown = sorted(
-            (f for f in self.findings if include_info or f.severity is not Severity.INFO),
-            key=lambda finding: _SEVERITY_ORDER[finding.severity],
-        )
-        for finding in shown[:_FORMAT_LIMIT]:
-            lines.append(f"  {finding.severity.value:<7} {finding.code.value}: {finding.message}")
-            lines.extend(f"      {line}" for line in self.difference_lines(finding))
-        if len(shown) > _FORMAT_LIMIT:
-            lines.append(f"  ... and {pluralize(len(shown) - _FORMAT_LIMIT, 'more finding')}")
-        if self.approximate:
-            lines.append(
-                "  note: the runs differ in too many calls for an exact alignment; calls "
-                "were matched greedily"
-            )
-        if self.divergence:
-            lines.append("first divergence:")
-            lines.extend(f"  {line}" for line in self.divergence.splitlines())
-        return "\n".join(lines)
-
-    def difference_lines(self, finding: Finding) -> list[str]:
-        """The finding's differing paths with both values, one line each
-        (``$.a: recorded 1, replayed 2``); two long strings show where they differ and
-        two multi-line texts a line diff, on indented lines below their path."""
-        labels = _labels(self, finding)
-        lines: list[str] = []
-        for difference in finding.differences:
-            ignored = f"  (ignored: {difference.ignored_by})" if difference.ignored_by else ""
-            first, *more = show_pair(difference.baseline, difference.candidate, labels=labels)
-            lines.append(f"{difference.path}: {first}{ignored}")
-            lines.extend(f"    {line}" for line in more)
-        if finding.truncated:
-            lines.append("... more paths differ")
-        return lines
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict.value,
-            "counts": self.counts,
-            "baseline": self.baseline.to_dict(),
-            "candidate": self.candidate.to_dict(),
-            "expected": self.expected,
-            "policy": self.policy.to_dict(),
-            "findings": [finding.to_dict() for finding in self.findings],
-            "alignment": [row.to_dict() for row in self.alignment],
-            "approximate_alignment": self.approximate,
-            "divergence": self.divergence,
-        }
-
-    def __str__(self) -> str:
-        return self.format()
-
-    def _repr_html_(self) -> str | None:
-        """In a notebook, the report as HTML (see ``sftrace.render_html``)."""
-        return repr_html(self)
-
-
-def _labels(report: Report, finding: Finding) -> tuple[str, str]:
-    expected_codes = (
-        FindingCode.STATUS_CHANGED,
-        FindingCode.OUTPUT_MISSING,
-        FindingCode.OUTPUT_STRUCTURE_CHANGED,
-        FindingCode.OUTPUT_VALUE_CHANGED,
-        FindingCode.OUTPUT_TEXT_CHANGED,
-    )
-    if report.expected and finding.code in expected_codes:
-        return "expected", report.candidate.label
-    return report.baseline.label, report.candidate.label
-
-
-# --- the runs compared -----------------------------------------------------------------
-
-
-@dataclass
-class _Run:
-    label: str
-    source: str
-    calls: list[Call]
-    status: str
-    failure_type: str | None
-    failure: str | None
-    has_output: bool
-    output: Any
-    divergence: str | None = None
-    # The index in ``calls`` of the call at which the replay diverged, and whether the
-    # run ended there (the divergence is the run's error): what follows is its cascade.
-    diverged_call: int | None = None
-    ended_by_divergence: bool = False
-
-    def summary(self) -> RunSummary:
-        return RunSummary(
-            self.label, self.source, self.status, len(self.calls), self.failure, self.has_output
-        )
-
-
-def replayed_output(result: ReplayResult) -> tuple[bool, Any]:
-    """The output of a replayed run: what it passed to ``set_output``, else the
-    entrypoint's return value (as JSON) when it returned one without raising."""
-    if result.has_output:
-        return True, result.output
-    if result.error is None and result.return_value is not None:
-        try:
-            return True, to_json(result.return_value)
-        except TraceSerializationError:
-            return False, None
-    return False, None
-
-
-def as_run(value: Any, label: str) -> _Run:
-    """Adapt a bundle, a bundle path or a ``ReplayResult`` to what comparison reads."""
-    from sftrace._record.run import exception_type_name
-    from sftrace._replay.run import ReplayResult
-
-    if isinstance(value, str | os.PathLike):
-        value = load_bundle(value)
-    if isinstance(value, Bundle):
-        failure = value.failure
-        failure_type = failure.type if failure is not None and value.status == "failed" else None
-        return _Run(
-            label=label,
-            source=str(value.path) if value.path is not None else value.agent_name,
-            calls=list(value.calls),
-            status=value.status,
-            failure_type=failure_type,
-            failure=f"{failure_type}: {first_line(failure.message or '', 160)}"
-            if failure_type and failure
-            else None,
-            has_output=value.has_output,
-            output=value.output,
-        )
-    if isinstance(value, ReplayResult):
-        has_output, output = replayed_output(value)
-        error = value.error
-        failure_type = exception_type_name(error)[0] if error is not None else None
-        source = value.bundle.path
-        calls = list(value.calls)
-        diverged_call = None
-        if value.divergence is not None:
-            diverged_type = exception_type_name(value.divergence)[0]
-            diverged_call = next(
-                (i for i, c in enumerate(calls) if c.error and c.error.type == diverged_type),
-                None,
-            )
-        return _Run(
-            label=label,
-            source=f"replay of {source}" if source is not None else "replay",
-            calls=calls,
-            status="failed" if error is not None else "completed",
-            failure_type=failure_type,
-            failure=f"{failure_type}: {first_line(str(error))}" if error is not None else None,
-            has_output=has_output,
-            output=output,
-            divergence=str(value.divergence) if value.divergence is not None else None,
-            diverged_call=diverged_call,
-            ended_by_divergence=error is not None and error is value.divergence,
-        )
-    raise ConfigError(
-        f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "
-        f"a .sftrace bundle, or a ReplayResult"
-    )
-
-
-# --- what is compared of a call ------------------------------------------------------
-
-# Provider metadata that differs on every run of the same behaviour: response and
-# tool-call ids, timestamps, usage (the cost). Never compared for LLM calls. The paths
-# follow the request and response JSON of the OpenAI (chat and responses), Anthropic and
-# LangChain integrations; streamed responses keep their events under "chunks".
-_LLM_VOLATILE_OUTPUT: Final = tuple(
-    JsonPath.parse(path)
-    for path in (
-        "id",
-        "created",
-        "created_at",
-        "_request_id",
-        "system_fingerprint",
-        "service_tier",
-        "usage",
-        "usage_metadata",
-        "response_metadata",
-        "choices.*.message.tool_calls.*.id",
-        "output.*.id",
-        "output.*.call_id",
-        "content.*.id",
-        "tool_calls.*.id",
-        "chunks.*.id",
-        "chunks.*.created",
-        "chunks.*.system_fingerprint",
-        "chunks.*.service_tier",
-        "chunks.*.usage",
-        "chunks.*.usage_metadata",
-        "chunks.*.response_metadata",
-        "chunks.*.choices.*.delta.tool_calls.*.id",
-        "chunks.*.message.id",
-        "chunks.*.message.usage",
-        "chunks.*.content_block.id",
-        "chunks.*.response",
-        "chunks.*.item.id",
-        "chunks.*.item.call_id",
-        "chunks.*.item_id",
-        "chunks.*.tool_call_chunks.*.id",
-        "chunks.*.tool_calls.*.id",
-    )
-)
-_LLM_VOLATILE_INPUT: Final = tuple(
-    JsonPath.parse(path)
-    for path in (
-        "messages.*.id",
-        "messages.*.tool_calls.*.id",
-        "messages.*.tool_call_id",
-        "messages.*.content.*.id",
-        "messages.*.content.*.tool_use_id",
-        "input.*.id",
-        "input.*.call_id",
-    )
-)
-
-
-def compared_input(call: Call) -> Any:
-    """The input as compared: for LLM calls, without per-run provider ids."""
-    if call.kind == "llm":
-        return strip(call.input, _LLM_VOLATILE_INPUT)
-    return call.input
-
-
-def compared_output(call: Call) -> Any:
-    """The output as compared: for LLM calls, without ids, timestamps and usage."""
-    if call.kind == "llm":
-        return strip(call.output, _LLM_VOLATILE_OUTPUT)
-    return call.output
 
 
 # --- building findings -------------------------------------------------------------
@@ -617,9 +123,10 @@ def _name(ref: CallRef, other: CallRef | None, other_label: str) -> str:
     return f"{ref} ({other_label} call {other.number})"
 
 
-def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall], bool]:
+def _calls(
+    builder: _Builder, base: ComparedRun, cand: ComparedRun
+) -> tuple[list[AlignedCall], bool]:
     """Align the calls and add the call findings; return the alignment rows."""
-    left_label, right_label = builder.labels
     patterns = builder.policy.patterns
 
     def key(call: Call) -> tuple[str, str, str | None, str]:
@@ -630,103 +137,79 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
         return (call.kind, call.name, call.provider)
 
     left, right = base.calls, cand.calls
-    left_keys = [key(call) for call in left]
-    right_keys = [key(call) for call in right]
-    alignment = align(left_keys, right_keys)
-    approximate = alignment.approximate
-    # rows: (status, i, j) with i/j indexes or None, in display order
-    rows: list[tuple[AlignmentStatus, int | None, int | None]] = []
-    previous_i = previous_j = -1
-    for i, j in [*alignment.pairs, (len(left), len(right))]:
-        gap_left = list(range(previous_i + 1, i))
-        gap_right = list(range(previous_j + 1, j))
-        if gap_left and gap_right:
-            inner = align(
-                [identity(left[k]) for k in gap_left], [identity(right[k]) for k in gap_right]
-            )
-            approximate = approximate or inner.approximate
-            pi = pj = 0
-            for gi, gj in [*inner.pairs, (len(gap_left), len(gap_right))]:
-                rows.extend(("missing", gap_left[k], None) for k in range(pi, gi))
-                rows.extend(("unexpected", None, gap_right[k]) for k in range(pj, gj))
-                if gi < len(gap_left):
-                    rows.append(("changed", gap_left[gi], gap_right[gj]))
-                pi, pj = gi + 1, gj + 1
-        else:
-            rows.extend(("missing", k, None) for k in gap_left)
-            rows.extend(("unexpected", None, k) for k in gap_right)
-        if i < len(left):
-            rows.append(("same", i, j))
-        previous_i, previous_j = i, j
-
-    # A call missing at one place and unexpected at another, with the same content, moved.
-    unexpected_by_key: dict[Any, deque[int]] = defaultdict(deque)
-    for row_index, (status, _, right_index) in enumerate(rows):
-        if status == "unexpected" and right_index is not None:
-            unexpected_by_key[right_keys[right_index]].append(row_index)
-    moved_rows: dict[int, int] = {}  # row of the missing call -> row of the unexpected one
-    for row_index, (status, left_index, _) in enumerate(rows):
-        if status == "missing" and left_index is not None:
-            queue = unexpected_by_key.get(left_keys[left_index])
-            if queue:
-                moved_rows[row_index] = queue.popleft()
-    dropped = set(moved_rows.values())
+    alignment = align_calls(
+        [key(call) for call in left],
+        [key(call) for call in right],
+        [identity(call) for call in left],
+        [identity(call) for call in right],
+    )
     # After a divergence that ended the run, the recorded calls not reached before it are
     # its consequence, not findings of their own.
     diverged = cand.diverged_call
     reached_upto = max(
-        (i for _, i, j in rows if i is not None and j is not None and j < (diverged or 0)),
+        (
+            i
+            for status, i, j in alignment.rows
+            if status != "moved" and i is not None and j is not None and j < (diverged or 0)
+        ),
         default=-1,
     )
-
     aligned: list[AlignedCall] = []
-    for row_index, (row_status, li, ri) in enumerate(rows):
-        if row_index in dropped:
-            continue
-        status = row_status
-        if row_index in moved_rows:
-            ri = rows[moved_rows[row_index]][2]
-            status = "moved"
+    for status, li, ri in alignment.rows:
         lref = CallRef.of(left[li], li + 1) if li is not None else None
         rref = CallRef.of(right[ri], ri + 1) if ri is not None else None
-        before = len(builder.findings)
         if diverged is not None and _at_divergence(builder, cand, ri, li, reached_upto):
             if ri == diverged:
                 builder.diverged = (lref, rref, *_input_differences(builder, left, right, li, ri))
             aligned.append(AlignedCall(status, lref, rref))
             continue
-        if status == "missing" and lref is not None and li is not None:
-            builder.add(
-                FindingCode.MISSING_CALL,
-                f"{lref} of the {left_label} run is not in the {right_label} run; "
-                f"input {preview(left[li].input)}",
-                baseline=lref,
-            )
-        elif status == "unexpected" and rref is not None and ri is not None:
-            builder.add(
-                FindingCode.UNEXPECTED_CALL,
-                f"{rref} of the {right_label} run is not in the {left_label} run; "
-                f"input {preview(right[ri].input)}",
-                candidate=rref,
-            )
-        elif status == "moved" and lref is not None and rref is not None:
-            builder.add(
-                FindingCode.CALL_ORDER_CHANGED,
-                f"{lref} moved: position {lref.position} in the {left_label} run, "
-                f"{rref.position} in the {right_label} run",
-                baseline=lref,
-                candidate=rref,
-            )
-        if lref is not None and rref is not None and li is not None and ri is not None:
-            _compare_pair(builder, left[li], right[ri], lref, rref)
+        before = len(builder.findings)
+        lcall = left[li] if li is not None else None
+        rcall = right[ri] if ri is not None else None
+        _placement(builder, status, (lcall, lref), (rcall, rref))
+        if lcall is not None and rcall is not None and lref is not None and rref is not None:
+            _compare_pair(builder, lcall, rcall, lref, rref)
             if status == "same" and len(builder.findings) > before:
                 status = "changed"
         aligned.append(AlignedCall(status, lref, rref))
-    return aligned, approximate
+    return aligned, alignment.approximate
+
+
+def _placement(
+    builder: _Builder,
+    status: str,
+    left: tuple[Call | None, CallRef | None],
+    right: tuple[Call | None, CallRef | None],
+) -> None:
+    """The finding for a call that is missing, unexpected or moved (none otherwise)."""
+    left_label, right_label = builder.labels
+    (lcall, lref), (rcall, rref) = left, right
+    if status == "missing" and lcall is not None and lref is not None:
+        builder.add(
+            FindingCode.MISSING_CALL,
+            f"{lref} of the {left_label} run is not in the {right_label} run; "
+            f"input {preview(lcall.input)}",
+            baseline=lref,
+        )
+    elif status == "unexpected" and rcall is not None and rref is not None:
+        builder.add(
+            FindingCode.UNEXPECTED_CALL,
+            f"{rref} of the {right_label} run is not in the {left_label} run; "
+            f"input {preview(rcall.input)}",
+            candidate=rref,
+        )
+    elif status == "moved" and lref is not None and rref is not None:
+        builder.add(
+            FindingCode.CALL_ORDER_CHANGED,
+            f"{lref} moved: position {lref.position} in the {left_label} run, "
+            f"{rref.position} in the {right_label} run",
+            baseline=lref,
+            candidate=rref,
+        )
 
 
 def _at_divergence(
-    builder: _Builder, cand: _Run, ri: int | None, li: int | None, reached_upto: int
+    builder: _Builder, cand: ComparedRun, ri: int | None, li: int | None, reached_upto: int
 ) -> bool:
     """Whether an alignment row is the diverged call itself (its findings become the one
     REPLAY_DIVERGED finding) or a recorded call the stopped replay never reached."""
@@ -804,7 +287,7 @@ def _status(
     base_status: str,
     base_failure_type: str | None,
     base_failure: str | None,
-    cand: _Run,
+    cand: ComparedRun,
     base_label: str,
 ) -> None:
     _, right_label = builder.labels
@@ -836,7 +319,7 @@ _OUTPUT_MESSAGES: Final = {
 }
 
 
-def _output(builder: _Builder, baseline: Any, cand: _Run, base_label: str) -> None:
+def _output(builder: _Builder, baseline: Any, cand: ComparedRun, base_label: str) -> None:
     _, right_label = builder.labels
     if not cand.has_output:
         if cand.ended_by_divergence:
@@ -857,7 +340,7 @@ def _output(builder: _Builder, baseline: Any, cand: _Run, base_label: str) -> No
             builder.add_paths(_OUTPUT_CODES[kind], _OUTPUT_MESSAGES[kind], group, truncated)
 
 
-def _divergence(builder: _Builder, cand: _Run, calls: _Builder) -> None:
+def _divergence(builder: _Builder, cand: ComparedRun, calls: _Builder) -> None:
     """One REPLAY_DIVERGED finding for the divergence and what it caused: the differing
     input paths of the diverged call, and the recorded calls never reached after it."""
     if not cand.divergence:
@@ -958,7 +441,7 @@ def expected_output_report(
     run = as_run(result, "replayed")
     builder = _Builder(policy, ("expected", run.label))
     _output(builder, expected, run, "expected")
-    expected_run = _Run("expected", "output", [], "completed", None, None, True, expected)
+    expected_run = ComparedRun("expected", "output", [], "completed", None, None, True, expected)
     return Report(
         tuple(builder.findings),
         expected_run.summary(),

@@ -28,7 +28,7 @@ from sftrace._bundle.format import BUNDLE_SUFFIX
 from sftrace._bundle.names import safe_file_stem
 from sftrace._errors import BundleError, ConfigError, SuiteError
 from sftrace._model.jsonpath import parse_paths
-from sftrace._regress.compare import FindingCode, Severity
+from sftrace._regress.findings import FindingCode, Severity
 from sftrace._regress.peers import write_runs
 from sftrace._regress.peers.agenttrace import read_agenttrace
 from sftrace._regress.peers.model import PeerRun

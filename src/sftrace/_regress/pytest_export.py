@@ -6,6 +6,7 @@ nothing of how replay works::
 
     BUNDLE = Path(__file__).parent / "bundles/refund.sftrace"
     ENTRYPOINT = "refund_agent:handle"
+    AGENT_PATH = ...  # the agent's directory, put on sys.path: runs from any directory
     EXPECTED_OUTPUT = {"decision": "denied"}
 
     def test_refund(sftrace_replay):
@@ -21,6 +22,7 @@ from __future__ import annotations
 import keyword
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,6 +32,7 @@ from sftrace._bundle.load import load_bundle
 from sftrace._errors import ConfigError
 from sftrace._model.text import first_line
 from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
+from sftrace._replay.run import resolve_entrypoint
 
 _ENTRYPOINT: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _WIDTH: Final = 88
@@ -71,10 +74,12 @@ def export_pytest(
         raise ConfigError(
             f"{str(target)!r} already exists; choose another path with -o or pass --overwrite"
         )
+    agent_dir = _import_root(entrypoint)
     failure = recorded.failure if recorded.status == "failed" else None
     source = render_module(
         bundle=_relative(bundle_path, target),
         entrypoint=entrypoint,
+        import_root=_relative(agent_dir, target),
         expectations=expectations,
         test_name=_test_name(target, bundle_path),
         recorded=(
@@ -91,10 +96,31 @@ def export_pytest(
     return target
 
 
+def _import_root(entrypoint: str) -> Path:
+    """The directory the entrypoint's top-level package or module is imported from.
+
+    The entrypoint must resolve now (``ConfigError`` otherwise: a test that cannot import
+    its agent is of no use); the generated test puts this directory on ``sys.path``, so it
+    runs from any working directory, as suites do with ``pythonpath``.
+    """
+    resolve_entrypoint(entrypoint)
+    module_name = entrypoint.partition(":")[0]
+    top = sys.modules[module_name.partition(".")[0]]
+    location = getattr(top, "__file__", None)
+    if location is None:  # a namespace package
+        locations = list(getattr(top, "__path__", []))
+        if not locations:
+            raise ConfigError(f"cannot tell where the entrypoint module {module_name!r} lives")
+        return Path(locations[0]).resolve().parent
+    path = Path(location).resolve()
+    return path.parent.parent if path.name == "__init__.py" else path.parent
+
+
 def render_module(
     *,
     bundle: str,
     entrypoint: str,
+    import_root: str = ".",
     expectations: Expectations | None,
     test_name: str,
     recorded: str,
@@ -103,16 +129,19 @@ def render_module(
     """The text of the test module."""
     if expectations is None and recorded_failed:
         expectations = Expectations(status="completed")
+    # Recorded text (names, messages, paths) goes into the module only as escaped string
+    # literals, never into its docstring or comments: a bundle may hold any characters.
     lines = [
-        f'"""Regression test for the agent run recorded in {Path(bundle).name}.',
+        '"""Regression test for an agent run recorded with sftrace (see RECORDED).',
         "",
-        f"Exported by `sftrace export`. The recorded run {recorded}. The replay is",
-        "offline: every tool and LLM call the agent makes is answered from the bundle, in",
-        "order, and the test fails if the agent reaches a call the recording cannot answer.",
+        "Exported by `sftrace export`. The replay is offline: every tool and LLM call the",
+        "agent makes is answered from the bundle, in order, and the test fails if the agent",
+        "reaches a call the recording cannot answer.",
         '"""',
         "",
         "from __future__ import annotations",
         "",
+        "import sys",
         "from pathlib import Path",
         "",
     ]
@@ -124,6 +153,11 @@ def render_module(
         "",
         f"BUNDLE = Path(__file__).parent / {_string(bundle)}",
         f"ENTRYPOINT = {_string(entrypoint)}",
+        f"RECORDED = {_string(f'the recorded run {recorded}')}",
+        "# Where the agent is imported from, so the test runs from any directory.",
+        f"AGENT_PATH = str((Path(__file__).parent / {_string(import_root)}).resolve())",
+        "if AGENT_PATH not in sys.path:",
+        "    sys.path.insert(0, AGENT_PATH)",
     ]
     arguments: list[tuple[str, str]] = []
     if expectations is not None:
@@ -183,8 +217,14 @@ def _flat(value: Any) -> str:
 
 
 def _string(text: str) -> str:
-    # A JSON string literal is a valid Python string literal (same escapes).
-    return orjson.dumps(text).decode()
+    """A Python string literal for any text: JSON's form (a valid Python literal) when it
+    is all printable, else ``repr`` (which escapes every non-printable character)."""
+    try:
+        json_literal = orjson.dumps(text).decode()
+    except TypeError:
+        return repr(text)
+    # JSON leaves DEL, line separators and other non-printable characters as they are.
+    return json_literal if json_literal.isprintable() else repr(text)
 
 
 def _relative(bundle: Path, target: Path) -> str:

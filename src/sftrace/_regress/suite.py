@@ -40,7 +40,6 @@ import re
 import sys
 import time
 import tomllib
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +49,9 @@ from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError, SftraceError, SuiteError
 from sftrace._model.policy import MatchMode
-from sftrace._model.text import pluralize
-from sftrace._regress.compare import ComparisonPolicy, Report, Severity, compare
+from sftrace._regress.compare import compare
 from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
+from sftrace._regress.findings import ComparisonPolicy, Report
 
 if TYPE_CHECKING:
     from sftrace._replay.run import ReplayResult
@@ -433,77 +432,3 @@ def _run_case(case: SuiteCase, entrypoint: str | None) -> CaseResult:
         return CaseResult(case, "error", None, message, time.perf_counter() - started)
     outcome: Outcome = "passed" if report.passed else "failed"
     return CaseResult(case, outcome, report, None, time.perf_counter() - started, result)
-
-
-# --- reporting -------------------------------------------------------------------------
-
-
-def summary_line(results: Iterable[CaseResult]) -> str:
-    """``3 passed, 1 failed`` (and ``, 1 error`` when cases could not run)."""
-    counted = list(results)
-    passed = sum(1 for result in counted if result.outcome == "passed")
-    failed = sum(1 for result in counted if result.outcome == "failed")
-    errors = sum(1 for result in counted if result.outcome == "error")
-    line = f"{passed} passed, {failed} failed"
-    if errors:
-        line += f", {pluralize(errors, 'error')}"
-    return line
-
-
-def junit_xml(results: Iterable[CaseResult]) -> ET.ElementTree:
-    """A JUnit XML document: one ``testsuite`` per suite file, one ``testcase`` per case."""
-    by_suite: dict[Path, list[CaseResult]] = {}
-    for result in results:
-        by_suite.setdefault(result.case.suite_path, []).append(result)
-    root = ET.Element("testsuites", name="sftrace")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
-    for suite_path, suite_results in by_suite.items():
-        failures = sum(1 for r in suite_results if r.outcome == "failed")
-        errors = sum(1 for r in suite_results if r.outcome == "error")
-        elapsed = sum(r.duration_s for r in suite_results)
-        suite_element = ET.SubElement(
-            root,
-            "testsuite",
-            name=suite_results[0].case.suite_name,
-            tests=str(len(suite_results)),
-            failures=str(failures),
-            errors=str(errors),
-            skipped="0",
-            time=f"{elapsed:.3f}",
-            file=str(suite_path),
-        )
-        for result in suite_results:
-            case_element = ET.SubElement(
-                suite_element,
-                "testcase",
-                classname=result.case.suite_name,
-                name=result.case.name,
-                file=str(suite_path),
-                time=f"{result.duration_s:.3f}",
-            )
-            if result.outcome == "failed":
-                assert result.report is not None
-                errors_found = result.report.by_severity(Severity.ERROR)
-                first = errors_found[0].message if errors_found else "behaviour changed"
-                failure = ET.SubElement(
-                    case_element,
-                    "failure",
-                    message=f"{pluralize(len(errors_found), 'error finding')}; first: {first}",
-                    type="regression",
-                )
-                failure.text = result.failure_text()
-            elif result.outcome == "error":
-                error = ET.SubElement(
-                    case_element, "error", message=result.error or "", type="case-error"
-                )
-                error.text = result.failure_text()
-        totals["tests"] += len(suite_results)
-        totals["failures"] += failures
-        totals["errors"] += errors
-        totals["time"] += elapsed
-    root.set("tests", str(totals["tests"]))
-    root.set("failures", str(totals["failures"]))
-    root.set("errors", str(totals["errors"]))
-    root.set("time", f"{totals['time']:.3f}")
-    ET.indent(root)
-    return ET.ElementTree(root)

@@ -28,8 +28,8 @@ from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.otlp_json import decode_attributes
 from sftrace._model.serialize import loads
-from sftrace._regress.compare import Finding, FindingCode, Report
 from sftrace._regress.diff import MISSING, Difference
+from sftrace._regress.findings import Finding, FindingCode, Report
 from sftrace._version import __version__
 
 # Characters that must not appear raw inside a <script> element's JSON, and what they

@@ -21,13 +21,9 @@ from typing import Any, Final
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError
-from sftrace._regress.compare import (
-    ComparisonPolicy,
-    Report,
-    as_run,
-    compare,
-    diff,
-)
+from sftrace._regress.compare import compare, diff
+from sftrace._regress.findings import ComparisonPolicy, Report
+from sftrace._regress.runs import as_run
 from sftrace._regress.suite import CaseResult
 from sftrace._replay.run import ReplayResult
 from sftrace._view.data import (

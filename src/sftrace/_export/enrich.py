@@ -1,0 +1,203 @@
+"""The OTLP copy of a span: OpenInference attributes, payload cap, content stripping.
+
+:class:`SpanPreparer` turns a finished span into the copy that is shipped: it adds the
+OpenInference attributes Phoenix and Langfuse render, cuts long string attributes with a
+visible marker, leaves inputs and outputs out when content capture is off, and names the
+service when the provider has no name of its own. The original span (and so the bundle)
+is never changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+
+from sftrace._model import attributes as A
+from sftrace._model.otlp_json import copy_span
+
+# Attributes holding inputs and outputs: left out of OTLP with capture_content=False.
+CONTENT_ATTRIBUTES = frozenset(
+    {
+        A.INPUT,
+        A.OUTPUT,
+        A.RUN_INPUT,
+        A.RUN_OUTPUT,
+        A.GEN_AI_TOOL_CALL_ARGUMENTS,
+        A.GEN_AI_TOOL_CALL_RESULT,
+        A.GEN_AI_INPUT_MESSAGES,
+        A.GEN_AI_OUTPUT_MESSAGES,
+        A.GEN_AI_SYSTEM_INSTRUCTIONS,
+        A.INPUT_VALUE,
+        A.OUTPUT_VALUE,
+    }
+)
+CONTENT_EVENT_ATTRIBUTES = frozenset({A.EVENT_BEFORE, A.EVENT_AFTER})
+# What the enrichment adds to sftrace spans (an importer removes them again).
+ENRICHMENT_ATTRIBUTES = frozenset(
+    {
+        A.OPENINFERENCE_SPAN_KIND,
+        A.INPUT_VALUE,
+        A.INPUT_MIME_TYPE,
+        A.OUTPUT_VALUE,
+        A.OUTPUT_MIME_TYPE,
+        A.LLM_MODEL_NAME,
+        A.LLM_PROVIDER,
+        A.LLM_TOKEN_COUNT_PROMPT,
+        A.LLM_TOKEN_COUNT_COMPLETION,
+        A.LLM_TOKEN_COUNT_TOTAL,
+        A.TOOL_NAME,
+    }
+)
+# The SDK's service.name when nobody set one ("unknown_service:python").
+_SDK_DEFAULT_SERVICE = "unknown_service"
+_SPAN_KINDS = {
+    A.KIND_RUN: A.OPENINFERENCE_AGENT,
+    A.KIND_TOOL: A.OPENINFERENCE_TOOL,
+    A.KIND_LLM: A.OPENINFERENCE_LLM,
+}
+
+
+def truncate_utf8(value: str, limit: int) -> str | None:
+    """``value`` cut to ``limit`` UTF-8 bytes plus a visible marker; None if it fits."""
+    if len(value) * 4 <= limit:  # cheap: even 4-byte characters would fit
+        return None
+    encoded = value.encode("utf-8", "surrogatepass")
+    if len(encoded) <= limit:
+        return None
+    kept = encoded[:limit].decode("utf-8", "ignore")
+    return f"{kept}…[truncated by sftrace: {len(encoded)} bytes in full]"
+
+
+def openinference_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """OpenInference attributes for an sftrace span (what Phoenix and Langfuse render)."""
+    kind = attributes.get(A.KIND)
+    span_kind = _SPAN_KINDS.get(kind) if isinstance(kind, str) else None
+    if span_kind is None:
+        return {}
+    extra: dict[str, Any] = {A.OPENINFERENCE_SPAN_KIND: span_kind}
+    if kind == A.KIND_RUN:
+        input_json, output_json = attributes.get(A.RUN_INPUT), attributes.get(A.RUN_OUTPUT)
+    else:
+        input_json, output_json = attributes.get(A.INPUT), attributes.get(A.OUTPUT)
+    if isinstance(input_json, str):
+        extra[A.INPUT_VALUE] = input_json
+        extra[A.INPUT_MIME_TYPE] = A.MIME_JSON
+    if isinstance(output_json, str):
+        extra[A.OUTPUT_VALUE] = output_json
+        extra[A.OUTPUT_MIME_TYPE] = A.MIME_JSON
+    if kind == A.KIND_TOOL:
+        name = attributes.get(A.GEN_AI_TOOL_NAME)
+        if isinstance(name, str):
+            extra[A.TOOL_NAME] = name
+    elif kind == A.KIND_LLM:
+        model = attributes.get(A.GEN_AI_RESPONSE_MODEL) or attributes.get(A.GEN_AI_REQUEST_MODEL)
+        if isinstance(model, str):
+            extra[A.LLM_MODEL_NAME] = model
+        provider = attributes.get(A.GEN_AI_PROVIDER_NAME)
+        if isinstance(provider, str):
+            extra[A.LLM_PROVIDER] = provider
+        prompt = _int(attributes.get(A.GEN_AI_USAGE_INPUT_TOKENS))
+        completion = _int(attributes.get(A.GEN_AI_USAGE_OUTPUT_TOKENS))
+        total = _int(attributes.get(A.USAGE_TOTAL_TOKENS))
+        if prompt is not None:
+            extra[A.LLM_TOKEN_COUNT_PROMPT] = prompt
+        if completion is not None:
+            extra[A.LLM_TOKEN_COUNT_COMPLETION] = completion
+        if total is None and prompt is not None and completion is not None:
+            total = prompt + completion
+        if total is not None:
+            extra[A.LLM_TOKEN_COUNT_TOTAL] = total
+    return extra
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class SpanPreparer:
+    """Turns a finished span into its OTLP copy (the original span is never changed)."""
+
+    def __init__(
+        self,
+        *,
+        capture_content: bool = True,
+        max_payload_bytes: int | None = None,
+        resource_attributes: Mapping[str, Any] | None = None,
+        service_name: str | None = None,
+    ) -> None:
+        self.capture_content = capture_content
+        self.max_payload_bytes = max_payload_bytes
+        self._resource_attributes = dict(resource_attributes or {})
+        self._service_name = service_name
+        self._resources: dict[int, tuple[Resource, Resource]] = {}
+
+    def prepare(self, span: ReadableSpan) -> ReadableSpan:
+        attributes = dict(span.attributes or {})
+        if A.KIND in attributes:
+            for key, value in openinference_attributes(attributes).items():
+                attributes.setdefault(key, value)
+        if not self.capture_content:
+            omitted = [key for key in attributes if key in CONTENT_ATTRIBUTES]
+            for key in omitted:
+                del attributes[key]
+            if omitted:
+                attributes[A.CONTENT_OMITTED] = True
+        events = span.events
+        if not self.capture_content or self.max_payload_bytes:
+            events = tuple(self._prepare_event(event) for event in span.events)
+        if self.max_payload_bytes:
+            truncated = self._cap(attributes)
+            if truncated:
+                attributes[A.TRUNCATED] = tuple(truncated)
+        return copy_span(
+            span, attributes=attributes, resource=self._resource(span.resource), events=events
+        )
+
+    def _cap(self, attributes: dict[str, Any]) -> list[str]:
+        limit = self.max_payload_bytes
+        assert limit
+        truncated = []
+        for key, value in attributes.items():
+            if isinstance(value, str):
+                cut = truncate_utf8(value, limit)
+                if cut is not None:
+                    attributes[key] = cut
+                    truncated.append(key)
+        return truncated
+
+    def _prepare_event(self, event: Event) -> Event:
+        attributes = dict(event.attributes or {})
+        changed = False
+        if not self.capture_content:
+            for key in CONTENT_EVENT_ATTRIBUTES & attributes.keys():
+                del attributes[key]
+                changed = True
+        if self.max_payload_bytes and self._cap(attributes):
+            changed = True
+        if not changed:
+            return event
+        return Event(event.name, attributes, event.timestamp)
+
+    def _resource(self, resource: Resource) -> Resource:
+        """The resource plus sftrace's defaults for what it lacks (cached per resource)."""
+        if not self._resource_attributes and self._service_name is None:
+            return resource
+        cached = self._resources.get(id(resource))
+        if cached is not None and cached[0] is resource:
+            return cached[1]
+        missing = {
+            key: value
+            for key, value in self._resource_attributes.items()
+            if key not in resource.attributes
+        }
+        current = str(resource.attributes.get(A.SERVICE_NAME, ""))
+        if self._service_name is not None and current.startswith(_SDK_DEFAULT_SERVICE):
+            missing[A.SERVICE_NAME] = self._service_name
+        merged = resource.merge(Resource(missing)) if missing else resource
+        if len(self._resources) > 64:
+            self._resources.clear()
+        self._resources[id(resource)] = (resource, merged)
+        return merged

@@ -1,0 +1,189 @@
+"""The two runs a comparison reads, and what is compared of each call.
+
+A run is a recorded bundle (or its path) or a :class:`ReplayResult`; :func:`as_run`
+adapts either to a :class:`ComparedRun`. Span ids, timestamps, durations, tokens and
+cost are never compared, nor the per-run metadata of LLM responses (response and
+tool-call ids, timestamps, usage): :func:`compared_input` and :func:`compared_output`
+leave them out.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from sftrace._bundle.load import load_bundle
+from sftrace._bundle.reader import Bundle
+from sftrace._errors import ConfigError, TraceSerializationError
+from sftrace._model.calls import Call
+from sftrace._model.jsonpath import JsonPath, strip
+from sftrace._model.serialize import to_json
+from sftrace._model.text import first_line
+from sftrace._regress.findings import RunSummary
+
+if TYPE_CHECKING:
+    from sftrace._replay.run import ReplayResult
+
+__all__ = ["ComparedRun", "as_run", "compared_input", "compared_output", "replayed_output"]
+
+
+@dataclass
+class ComparedRun:
+    """What comparison reads of a run: its calls, status, failure and output."""
+
+    label: str
+    source: str
+    calls: list[Call]
+    status: str
+    failure_type: str | None
+    failure: str | None
+    has_output: bool
+    output: Any
+    divergence: str | None = None
+    # The index in ``calls`` of the call at which the replay diverged, and whether the
+    # run ended there (the divergence is the run's error): what follows is its cascade.
+    diverged_call: int | None = None
+    ended_by_divergence: bool = False
+
+    def summary(self) -> RunSummary:
+        return RunSummary(
+            self.label, self.source, self.status, len(self.calls), self.failure, self.has_output
+        )
+
+
+def replayed_output(result: ReplayResult) -> tuple[bool, Any]:
+    """The output of a replayed run: what it passed to ``set_output``, else the
+    entrypoint's return value (as JSON) when it returned one without raising."""
+    if result.has_output:
+        return True, result.output
+    if result.error is None and result.return_value is not None:
+        try:
+            return True, to_json(result.return_value)
+        except TraceSerializationError:
+            return False, None
+    return False, None
+
+
+def as_run(value: Any, label: str) -> ComparedRun:
+    """Adapt a bundle, a bundle path or a ``ReplayResult`` to what comparison reads."""
+    from sftrace._record.run import exception_type_name
+    from sftrace._replay.run import ReplayResult
+
+    if isinstance(value, str | os.PathLike):
+        value = load_bundle(value)
+    if isinstance(value, Bundle):
+        failure = value.failure
+        failure_type = failure.type if failure is not None and value.status == "failed" else None
+        return ComparedRun(
+            label=label,
+            source=str(value.path) if value.path is not None else value.agent_name,
+            calls=list(value.calls),
+            status=value.status,
+            failure_type=failure_type,
+            failure=f"{failure_type}: {first_line(failure.message or '', 160)}"
+            if failure_type and failure
+            else None,
+            has_output=value.has_output,
+            output=value.output,
+        )
+    if isinstance(value, ReplayResult):
+        has_output, output = replayed_output(value)
+        error = value.error
+        failure_type = exception_type_name(error)[0] if error is not None else None
+        source = value.bundle.path
+        calls = list(value.calls)
+        diverged_call = None
+        if value.divergence is not None:
+            diverged_type = exception_type_name(value.divergence)[0]
+            diverged_call = next(
+                (i for i, c in enumerate(calls) if c.error and c.error.type == diverged_type),
+                None,
+            )
+        return ComparedRun(
+            label=label,
+            source=f"replay of {source}" if source is not None else "replay",
+            calls=calls,
+            status="failed" if error is not None else "completed",
+            failure_type=failure_type,
+            failure=f"{failure_type}: {first_line(str(error))}" if error is not None else None,
+            has_output=has_output,
+            output=output,
+            divergence=str(value.divergence) if value.divergence is not None else None,
+            diverged_call=diverged_call,
+            ended_by_divergence=error is not None and error is value.divergence,
+        )
+    raise ConfigError(
+        f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "
+        f"a .sftrace bundle, or a ReplayResult"
+    )
+
+
+# --- what is compared of a call ------------------------------------------------------
+
+# Provider metadata that differs on every run of the same behaviour: response and
+# tool-call ids, timestamps, usage (the cost). Never compared for LLM calls. The paths
+# follow the request and response JSON of the OpenAI (chat and responses), Anthropic and
+# LangChain integrations; streamed responses keep their events under "chunks".
+_LLM_VOLATILE_OUTPUT: Final = tuple(
+    JsonPath.parse(path)
+    for path in (
+        "id",
+        "created",
+        "created_at",
+        "_request_id",
+        "system_fingerprint",
+        "service_tier",
+        "usage",
+        "usage_metadata",
+        "response_metadata",
+        "choices.*.message.tool_calls.*.id",
+        "output.*.id",
+        "output.*.call_id",
+        "content.*.id",
+        "tool_calls.*.id",
+        "chunks.*.id",
+        "chunks.*.created",
+        "chunks.*.system_fingerprint",
+        "chunks.*.service_tier",
+        "chunks.*.usage",
+        "chunks.*.usage_metadata",
+        "chunks.*.response_metadata",
+        "chunks.*.choices.*.delta.tool_calls.*.id",
+        "chunks.*.message.id",
+        "chunks.*.message.usage",
+        "chunks.*.content_block.id",
+        "chunks.*.response",
+        "chunks.*.item.id",
+        "chunks.*.item.call_id",
+        "chunks.*.item_id",
+        "chunks.*.tool_call_chunks.*.id",
+        "chunks.*.tool_calls.*.id",
+    )
+)
+_LLM_VOLATILE_INPUT: Final = tuple(
+    JsonPath.parse(path)
+    for path in (
+        "messages.*.id",
+        "messages.*.tool_calls.*.id",
+        "messages.*.tool_call_id",
+        "messages.*.content.*.id",
+        "messages.*.content.*.tool_use_id",
+        "input.*.id",
+        "input.*.call_id",
+    )
+)
+
+
+def compared_input(call: Call) -> Any:
+    """The input as compared: for LLM calls, without per-run provider ids."""
+    if call.kind == "llm":
+        return strip(call.input, _LLM_VOLATILE_INPUT)
+    return call.input
+
+
+def compared_output(call: Call) -> Any:
+    """The output as compared: for LLM calls, without ids, timestamps and usage."""
+    if call.kind == "llm":
+        return strip(call.output, _LLM_VOLATILE_OUTPUT)
+    return call.output
