@@ -164,7 +164,7 @@ class BoundaryCall:
     def finish(self, value: Any, extra: Mapping[str, Any] | None = None) -> None:
         """Record a result produced by the body (or the manual handler); ``extra``:
         attributes the caller knows of it (an LLM call's usage or cost)."""
-        if extra:
+        if extra:  # what the caller says wins over what the response says
             self.span.set_attributes(extra)
         what = f"{self.spec.kind} {self.spec.name!r} result"
         try:
@@ -185,7 +185,8 @@ class BoundaryCall:
             self._check_derived(decision, output_json)
         self._set_output(output_json)
         if self.spec.kind == A.KIND_LLM:
-            self.span.set_attributes(llm_response_attributes(value))
+            found = llm_response_attributes(value)
+            self.span.set_attributes({k: v for k, v in found.items() if k not in (extra or ())})
 
     def finish_recorded(self, recorded: Call) -> str:
         """Record the recorded result a replay answers with; return its JSON text.
