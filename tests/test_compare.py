@@ -299,6 +299,7 @@ def test_report_dict_is_deterministic_json(tmp_path: Path) -> None:
     assert list(first) == [
         "verdict",
         "counts",
+        "counts_by_code",
         "baseline",
         "candidate",
         "expected",

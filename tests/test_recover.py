@@ -244,25 +244,21 @@ def test_run_that_ended_but_was_never_finished_keeps_its_status(tmp_path: Path) 
     assert "the run ended but its bundle was never finished" in bundle.manifest.notes[0]
 
 
-def test_bundle_that_could_not_be_put_in_place_is_kept_for_recovery(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """When the finished bundle cannot be moved into place (the target appeared), it is
-    kept; recover moves it to another output."""
-    monkeypatch.setenv("SFTRACE_STRICT", "0")
+def test_bundle_whose_target_appeared_is_kept_under_its_own_name(tmp_path: Path) -> None:
+    """When the target appeared while the run recorded (here, something that is not a
+    bundle), the finished bundle is kept beside it under a name with the run id, and
+    session.path names it; what appeared is not touched."""
     target = tmp_path / "done.sftrace"
     with record("finished", output=target) as session:
         lookup("Braga")
         session.set_output({"ok": True})
         target.mkdir()
         (target / "squatter.txt").write_text("not a bundle")
-    [partial] = partials(tmp_path)
-    with pytest.raises(BundleError, match="only an sftrace bundle is ever replaced"):
-        recover_bundle(partial)
-    path = recover_bundle(partial, output=tmp_path / "recovered.sftrace")
-    bundle = load_bundle(path, verify_integrity=True)
+    assert session.path == tmp_path / f"done.{session.run_id}.sftrace"
+    bundle = load_bundle(session.path, verify_integrity=True)
     assert (bundle.status, bundle.output) == ("completed", {"ok": True})
-    assert (target / "squatter.txt").exists()
+    assert [p.name for p in target.iterdir()] == ["squatter.txt"]
+    assert partials(tmp_path) == []
 
 
 def test_complete_bundle_left_before_its_rename_is_placed(tmp_path: Path) -> None:
@@ -512,3 +508,66 @@ def test_a_finished_bundle_is_on_disk_before_it_takes_its_name(
     assert {"spans.jsonl", "manifest.json", "checksums.sha256"} <= before
     assert any(name.endswith(PARTIAL_SUFFIX) for name in before)  # the directory itself
     assert ("fsync", str(tmp_path)) in events[placed + 1 :]
+
+
+def _chain(partial: Path, length: int) -> list[bytes]:
+    """``length`` spans, each the parent of the next, hanging from the journal's first
+    span, written deepest first (the order spans end in)."""
+    first = orjson.loads(_journal_lines(partial)[0])
+    start = int(first["startTimeUnixNano"])
+    lines = []
+    parent = first["spanId"]
+    for depth in range(length):
+        span_id = f"c{depth:015x}"
+        span = {
+            "traceId": first["traceId"],
+            "spanId": span_id,
+            "parentSpanId": parent,
+            "name": f"step {depth}",
+            "kind": 1,
+            "startTimeUnixNano": str(start + depth + 1),
+            "endTimeUnixNano": str(start + 2 * length - depth),
+            "attributes": [],
+            "status": {},
+        }
+        lines.append(orjson.dumps(span) + b"\n")
+        parent = span_id
+    return lines[::-1]
+
+
+@pytest.mark.timeout(120)
+def test_recovery_is_linear_on_a_long_parent_chain(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """A journal holding a 50,000-span parent chain (deepest span first) recovers with
+    every span, parents before children (quadratic recovery took minutes here)."""
+    partial, _ = crashed
+    lines = _journal_lines(partial)
+    (partial / JOURNAL_FILE).write_bytes(b"".join([*lines, *_chain(partial, 50_000)]))
+    bundle = load_bundle(recover_bundle(partial), verify_integrity=True)
+    assert len(bundle.spans) == len(lines) + 1 + 50_000
+    assert bundle.span_parents["c000000000000001"] == "c000000000000000"
+    assert [c.seq for c in bundle.calls] == [1, 2, 3, 5]
+
+
+def test_huge_sequence_numbers_do_not_blow_up_recovery(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """A call numbered 2**62 (a damaged or hostile journal) is kept, and the note counts
+    the missing numbers instead of listing them all."""
+    partial, _ = crashed
+    lines = _journal_lines(partial)
+    call = orjson.loads(lines[0])
+    call["spanId"] = "00000000000000bb"
+    call["attributes"] = [
+        item
+        if item["key"] != "sftrace.seq"
+        else {"key": "sftrace.seq", "value": {"intValue": str(2**62)}}
+        for item in call["attributes"]
+    ]
+    (partial / JOURNAL_FILE).write_bytes(b"".join([*lines, orjson.dumps(call) + b"\n"]))
+    bundle = load_bundle(recover_bundle(partial))
+    assert [c.seq for c in bundle.calls] == [1, 2, 3, 5, 2**62]
+    [note] = [n for n in bundle.manifest.notes if "are not in the journal" in n]
+    assert note.startswith("calls 4, 6, 7,")
+    assert f"and {2**62 - 5 - 20} more" in note

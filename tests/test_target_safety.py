@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -180,3 +182,27 @@ def test_sftrace_names_are_safe_file_names() -> None:
         name = bundle_name(agent_name, "../run")
         assert is_plain_name(name), name
         assert Path(name).name == name
+
+
+def test_two_processes_recording_to_one_path_keep_both_runs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process finishes a bundle at the same path while this run records: this
+    run's session.path does not name the other's bundle; this run is kept under its own
+    name and the log says where."""
+    target = tmp_path / "shared.sftrace"
+    winner = (
+        "from sftrace import record\n"
+        f"with record('winner', output={str(target)!r}) as session:\n"
+        "    session.set_output('first')\n"
+    )
+    with caplog.at_level("WARNING", logger="sftrace"), record("loser", output=target) as session:
+        lookup("Lisbon")
+        subprocess.run([sys.executable, "-c", winner], check=True)
+        session.set_output("second")
+    assert load_bundle(target).agent_name == "winner"
+    assert session.path is not None
+    assert session.path != target
+    kept = load_bundle(session.path, verify_integrity=True)
+    assert (kept.agent_name, kept.run_id, kept.output) == ("loser", session.run_id, "second")
+    assert str(session.path) in caplog.text

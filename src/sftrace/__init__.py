@@ -61,6 +61,7 @@ if _typing.TYPE_CHECKING:
     )
     from sftrace._regress.migrate_suite import MigratedSuite, migrate_suite
     from sftrace._regress.peers import import_peer_runs
+    from sftrace._regress.replay_compare import replay_and_compare
     from sftrace._regress.suite import CaseResult, Suite, SuiteCase, load_suite
     from sftrace._replay.controller import MatchedCall
     from sftrace._replay.processor import ReplaySpanProcessor
@@ -107,6 +108,7 @@ _LAZY: dict[str, str] = {
     "MigratedSuite": "_regress.migrate_suite",
     "migrate_suite": "_regress.migrate_suite",
     "import_peer_runs": "_regress.peers",
+    "replay_and_compare": "_regress.replay_compare",
     "BundleSpanExporter": "_export.bundle_exporter",
     "ImportResult": "_export.collector_import",
     "ImportedRun": "_export.collector_import",
@@ -203,6 +205,7 @@ __all__ = [
     "recover_bundle",
     "render_html",
     "replay",
+    "replay_and_compare",
     "replay_run",
     "trace_tool",
     "validate_bundle",

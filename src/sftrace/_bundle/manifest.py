@@ -243,6 +243,7 @@ class Manifest:
     started_at: str | None = None
     ended_at: str | None = None
     replay_of: str | None = None
+    agent_version: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     scope: dict[str, Any] | None = None
@@ -263,6 +264,7 @@ class Manifest:
         "failure": ("dict", True),
         "totals": ("dict", False),
         "replay_of": ("str", True),
+        "agent_version": ("str", True),
         "environment": ("dict", True),
         "resource": ("dict", True),
         "scope": ("dict", True),
@@ -285,6 +287,8 @@ class Manifest:
             "failure": None if self.failure is None else self.failure.to_json(),
             "totals": self.totals.to_json(),
             "replay_of": self.replay_of,
+            # Written only when set: bundles of agents without a version stay as they were.
+            **({} if self.agent_version is None else {"agent_version": self.agent_version}),
             "environment": self.environment,
             "resource": self.resource,
             "scope": self.scope,
@@ -461,6 +465,7 @@ def manifest_from_parts(
         failure=failure,
         totals=totals.totals(start, end),
         replay_of=attributes.get(A.REPLAY_OF),
+        agent_version=attributes.get(A.AGENT_VERSION),
         environment=header.get("environment") or environment(),
         resource={"attributes": resource_attributes},
         scope=scope,

@@ -202,16 +202,24 @@ def rebuild(partial: Path, header: dict[str, Any]) -> Recovered:
 
 
 def _lost_calls(calls: list[_Span], notes: list[str], *, interrupted: bool) -> list[int]:
-    """The sequence numbers missing from the journal (noted), below the highest there."""
-    finished = {s.seq for s in calls if s.seq is not None}
-    highest = max(finished, default=0)
-    lost = [seq for seq in range(1, highest) if seq not in finished]
-    if lost:
-        listed = ", ".join(str(seq) for seq in lost[:20])
-        more = f" and {len(lost) - 20} more" if len(lost) > 20 else ""
+    """The sequence numbers missing from the journal below the highest there (the first
+    20 of them; all are counted in the note). Linear in the calls, whatever the numbers."""
+    finished = sorted({s.seq for s in calls if s.seq is not None})
+    highest = finished[-1] if finished else 0
+    listed: list[int] = []
+    count = 0
+    previous = 0
+    for seq in finished:
+        gap = seq - previous - 1
+        if gap > 0:
+            listed.extend(range(previous + 1, min(seq, previous + 1 + 20 - len(listed))))
+            count += gap
+        previous = seq
+    if count:
+        more = f" and {count - len(listed)} more" if count > len(listed) else ""
         notes.append(
-            f"calls {listed}{more} are not in the journal (they had not finished, or could "
-            f"not be saved): they are not in the bundle"
+            f"calls {', '.join(map(str, listed))}{more} are not in the journal (they had not "
+            f"finished, or could not be saved): they are not in the bundle"
         )
     if interrupted:
         notes.append(
@@ -219,7 +227,7 @@ def _lost_calls(calls: list[_Span], notes: list[str], *, interrupted: bool) -> l
             if highest
             else "no call had finished when the process died"
         )
-    return lost
+    return listed
 
 
 def _final_name(header: dict[str, Any], manifest: Manifest) -> str:
@@ -355,17 +363,19 @@ def _order(
         parent = span.parent
         if span is not run and (parent is None or parent not in by_id or parent == span.span_id):
             _reparent(span, run, notes)
+    # Each span is walked up to one already known to reach the run, once: linear in the
+    # number of spans however long the parent chains are.
     reaches_run = {run.span_id}
     for span in spans:
-        chain: list[_Span] = []
+        chain: set[str] = set()
         current = span
         while current.span_id not in reaches_run:
-            if current in chain:
+            if current.span_id in chain:
                 _reparent(current, run, notes)
                 break
-            chain.append(current)
+            chain.add(current.span_id)
             current = by_id[str(current.parent)]
-        reaches_run.update(item.span_id for item in chain)
+        reaches_run |= chain
     rest = sorted(
         (span for span in spans if span is not run),
         key=lambda s: (s.start, s.seq if s.seq is not None else _UNSEQUENCED, s.number),

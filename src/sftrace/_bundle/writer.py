@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover - not POSIX
 from sftrace._bundle.checks import checksums_text
 from sftrace._bundle.files import read_json_object
 from sftrace._bundle.format import (
+    BUNDLE_SUFFIX,
     CHECKSUMS_FILE,
     HEADER_FILE,
     JOURNAL_FILE,
@@ -40,7 +41,9 @@ from sftrace._bundle.format import (
     SPANS_FILE,
 )
 from sftrace._bundle.manifest import Manifest
+from sftrace._bundle.names import safe_file_stem
 from sftrace._errors import BundleError
+from sftrace._internal import logger
 
 # Spans are ordered by start time (the order boundaries were reached, parents before
 # children), then by sequence number; spans that are not boundaries sort after
@@ -151,7 +154,20 @@ class BundleWriter:
         (partial / JOURNAL_FILE).unlink()
         (partial / HEADER_FILE).unlink()
         fsync_directory(partial)
-        place_directory(partial, final_path, overwrite=overwrite)
+        try:
+            place_directory(partial, final_path, overwrite=overwrite)
+        except FileExistsError:
+            # Another run took the path since this one started (two processes recording
+            # to the same output): keep this run beside it, under its own name.
+            kept = final_path.with_name(_unique_name(final_path.name, manifest.run_id))
+            place_directory(partial, kept, overwrite=False)
+            logger.warning(
+                "sftrace: %s was written by another run while this one recorded; this run's "
+                "bundle was kept as %s",
+                final_path,
+                kept,
+            )
+            return kept
         return final_path
 
     def discard(self) -> None:
@@ -173,6 +189,13 @@ class BundleWriter:
         finally:
             os.close(journal_fd)
         return digest.hexdigest()
+
+
+def _unique_name(name: str, run_id: str) -> str:
+    """``name`` with the run id before its ``.sftrace`` suffix: ``r.sftrace`` ->
+    ``r.<run_id>.sftrace``."""
+    stem = name[: -len(BUNDLE_SUFFIX)] if name.endswith(BUNDLE_SUFFIX) else name
+    return f"{stem}.{safe_file_stem(run_id)}{BUNDLE_SUFFIX}"
 
 
 def place_directory(source: Path, target: Path, *, overwrite: bool) -> None:

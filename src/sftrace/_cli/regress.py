@@ -23,6 +23,7 @@ from sftrace._cli.output import echo, human_console, printable
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
 from sftrace._model.text import one_line
+from sftrace._record.manual import check_agent_version
 from sftrace._regress.compare import diff
 from sftrace._regress.findings import ComparisonPolicy, FindingCode, Report, Severity
 from sftrace._regress.junit import junit_xml, summary_line
@@ -136,6 +137,12 @@ def print_report(console: Console, report: Report, *, indent: str = "") -> None:
     metavar="MODULE:FUNCTION",
     help="Run every case against this entrypoint instead of the suites' own.",
 )
+@click.option(
+    "--agent-version",
+    metavar="VERSION",
+    help="The version of the agent under test, carried by every replayed run and shown "
+    "beside the recorded version in reports.",
+)
 @html_option(
     "Also write one HTML page per case and an index.html into this directory.", directory=True
 )
@@ -144,6 +151,7 @@ def test_command(
     junit_path: Path | None,
     as_json: bool,
     entrypoint: str | None,
+    agent_version: str | None,
     html_path: Path | None,
 ) -> None:
     """Run regression suites (*.sftrace-suite.toml files; default: search the working
@@ -154,6 +162,8 @@ def test_command(
     case could not run.
     """
     stderr = human_console(stderr=True)
+    with bad_input_policy():
+        check_agent_version(agent_version)
     paths = discover_suites(suites or [Path(".")])
     if not paths:
         stderr.print(
@@ -173,7 +183,7 @@ def test_command(
             stderr.print(Text(f"sftrace: error: {one_line(str(exc))}"))
     if broken:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
-    results = _run_suites(loaded, entrypoint, as_json, stderr)
+    results = _run_suites(loaded, entrypoint, agent_version, as_json, stderr)
     summary = summary_line(results)
     if junit_path is not None:
         with bad_input_policy():
@@ -205,7 +215,11 @@ def test_command(
 
 
 def _run_suites(
-    suites: list[Suite], entrypoint: str | None, as_json: bool, stderr: Console
+    suites: list[Suite],
+    entrypoint: str | None,
+    agent_version: str | None,
+    as_json: bool,
+    stderr: Console,
 ) -> list[CaseResult]:
     # The bar shares the console of the case lines (rich draws lines above a live bar
     # only on its own console); with --json stdout is the document, so both go to stderr.
@@ -224,7 +238,7 @@ def _run_suites(
         for suite in suites:
             for case in suite.cases:
                 progress.update(task, description=escape(printable(case.id)))
-                result = case.run(entrypoint=entrypoint)
+                result = case.run(entrypoint=entrypoint, agent_version=agent_version)
                 results.append(result)
                 if not as_json:
                     _print_result(progress.console, result)
@@ -234,10 +248,17 @@ def _run_suites(
 
 def _print_result(console: Console, result: CaseResult) -> None:
     word = _OUTCOME_WORDS[result.outcome]
+    # A failed case says how many findings it has: ``FAIL  refund-flow  1 error, 1 warning``.
+    counts = (
+        f" {result.report.counts_text()} "
+        if result.outcome == "failed" and result.report is not None
+        else ""
+    )
     console.print(
         Text.assemble(
             (word, _OUTCOME_STYLES[result.outcome]),
             f" {result.id} ",
+            counts,
             (f"({result.duration_s:.2f}s)", "dim"),
         )
     )

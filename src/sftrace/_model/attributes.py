@@ -72,6 +72,7 @@ STATUS: Final = "sftrace.status"  # run status: "completed" or "failed"
 USAGE_TOTAL_TOKENS: Final = "sftrace.usage.total_tokens"
 COST_USD: Final = "sftrace.cost_usd"
 METADATA: Final = "sftrace.metadata"  # JSON object given to record(metadata=...)
+AGENT_VERSION: Final = "sftrace.agent_version"  # record(agent_version=) / replay override
 RUN_INPUT: Final = "sftrace.run.input"
 RUN_OUTPUT: Final = "sftrace.run.output"
 REPLAY_OF: Final = "sftrace.replay_of"  # run id of the recorded run a replay re-ran

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sftrace._model.jsonpath import child
+from sftrace._model.jsonpath import Segment, format_path
 from sftrace._model.text import show_pair
 
 
@@ -23,45 +23,57 @@ class _Missing:
 MISSING: Final[Any] = _Missing()
 
 
-def differences(
-    left: Any, right: Any, path: str = "$", limit: int = 50
-) -> list[tuple[str, Any, Any]]:
+Path = tuple[Segment, ...]
+
+
+def differences(left: Any, right: Any, limit: int = 50) -> list[tuple[str, Any, Any]]:
     """The differing paths between ``left`` and ``right`` (at most ``limit`` of them)."""
-    found: list[tuple[str, Any, Any]] = []
-    _walk(left, right, path, found, limit)
-    return found
+    found, _ = walk_differences(left, right, limit)
+    return [(format_path(path), a, b) for path, a, b in found]
+
+
+def walk_differences(left: Any, right: Any, limit: int) -> tuple[list[tuple[Path, Any, Any]], bool]:
+    """The differing paths as segment tuples, in key order, and whether ``limit`` cut the
+    list short. JSON distinguishes ``true`` from ``1``; ``2 == 2.0``."""
+    found: list[tuple[Path, Any, Any]] = []
+    truncated = _walk(left, right, (), found, limit)
+    return found, truncated
 
 
 def _same_scalar(left: Any, right: Any) -> bool:
-    # JSON distinguishes true from 1; Python's == does not.
-    return (type(left) is type(right) and left == right) or (
-        isinstance(left, int | float)
-        and isinstance(right, int | float)
-        and not isinstance(left, bool)
-        and not isinstance(right, bool)
-        and left == right
-    )
+    if isinstance(left, bool) or isinstance(right, bool):
+        return type(left) is type(right) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    return type(left) is type(right) and left == right
 
 
-def _walk(left: Any, right: Any, path: str, found: list[tuple[str, Any, Any]], limit: int) -> None:
-    if len(found) >= limit:
-        return
+def _walk(
+    left: Any, right: Any, path: Path, found: list[tuple[Path, Any, Any]], limit: int
+) -> bool:
+    """Append the differences below ``path``; True when ``limit`` cut the walk short."""
     if isinstance(left, dict) and isinstance(right, dict):
-        for key in sorted(set(left) | set(right)):
-            _walk(left.get(key, MISSING), right.get(key, MISSING), child(path, key), found, limit)
-        return
+        return any(
+            _walk(left.get(key, MISSING), right.get(key, MISSING), (*path, key), found, limit)
+            for key in sorted(set(left) | set(right))
+        )
     if isinstance(left, list) and isinstance(right, list):
-        for index in range(max(len(left), len(right))):
+        return any(
             _walk(
                 left[index] if index < len(left) else MISSING,
                 right[index] if index < len(right) else MISSING,
-                child(path, index),
+                (*path, index),
                 found,
                 limit,
             )
-        return
-    if left is MISSING or right is MISSING or not _same_scalar(left, right):
-        found.append((path, left, right))
+            for index in range(max(len(left), len(right)))
+        )
+    if left is not MISSING and right is not MISSING and _same_scalar(left, right):
+        return False
+    if len(found) >= limit:
+        return True
+    found.append((path, left, right))
+    return False
 
 
 def format_differences(diffs: list[tuple[str, Any, Any]], *, left: str, right: str) -> str:

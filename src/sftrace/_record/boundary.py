@@ -95,7 +95,13 @@ class BoundaryCall:
 
     __slots__ = ("decision", "redactions", "run", "seq", "span", "spec", "token")
 
-    def __init__(self, run: ActiveRun, spec: BoundarySpec, input_json: str) -> None:
+    def __init__(
+        self,
+        run: ActiveRun,
+        spec: BoundarySpec,
+        input_json: str,
+        start_time: int | None = None,
+    ) -> None:
         self.run = run
         self.spec = spec
         self.seq = seq = run.next_seq()
@@ -116,6 +122,7 @@ class BoundaryCall:
             context=run.parent_context(),
             kind=spec.span_kind,
             attributes=attributes,
+            start_time=start_time,
             record_exception=False,
             set_status_on_exception=False,
         )
@@ -154,11 +161,19 @@ class BoundaryCall:
             return value
         return restore(loads(self.finish_recorded(recorded)))
 
-    def finish(self, value: Any) -> None:
-        """Record a result produced by the body (or the manual handler)."""
+    def finish(self, value: Any, extra: Mapping[str, Any] | None = None) -> None:
+        """Record a result produced by the body (or the manual handler); ``extra``:
+        attributes the caller knows of it (an LLM call's usage or cost)."""
+        if extra:  # what the caller says wins over what the response says
+            self.span.set_attributes(extra)
         what = f"{self.spec.kind} {self.spec.name!r} result"
         try:
-            output_json = dumps(value, serializer=self.spec.serializer, what=what, sort_keys=False)
+            output_json = dumps(
+                value,
+                serializer=self.spec.serializer or self.run.serializer,
+                what=what,
+                sort_keys=False,
+            )
         except TraceSerializationError as exc:  # never break the host: mark it, go on
             reason, records = unrecorded_reason(self.run, exc)
             self._note_redactions(records)
@@ -170,7 +185,8 @@ class BoundaryCall:
             self._check_derived(decision, output_json)
         self._set_output(output_json)
         if self.spec.kind == A.KIND_LLM:
-            self.span.set_attributes(llm_response_attributes(value))
+            found = llm_response_attributes(value)
+            self.span.set_attributes({k: v for k, v in found.items() if k not in (extra or ())})
 
     def finish_recorded(self, recorded: Call) -> str:
         """Record the recorded result a replay answers with; return its JSON text.
@@ -277,21 +293,28 @@ class BoundaryCall:
         if token is not None:
             otel_context.detach(token)
 
-    def close(self) -> None:
+    def close(self, end_time: int | None = None) -> None:
         try:
             self.detach()
         finally:
-            self.span.end()
+            self.span.end(end_time=end_time)
 
 
 def call_sync(
-    run: ActiveRun, spec: BoundarySpec, input_json: str, body: Callable[[], T], restore: Restore
+    run: ActiveRun,
+    spec: BoundarySpec,
+    input_json: str,
+    body: Callable[[], T],
+    restore: Restore,
+    extra: Mapping[str, Any] | None = None,
 ) -> T:
+    """Run one call through its boundary; ``extra``: attributes the caller knows of the
+    call's result (an LLM call's cost), set when the body ran."""
     call = BoundaryCall(run, spec, input_json)
     try:
         if call.runs_body:
             value = body()
-            call.finish(value)
+            call.finish(value, extra)
             return value
         result: T = call.substitute(restore)
         return result
@@ -308,12 +331,13 @@ async def call_async(
     input_json: str,
     body: Callable[[], Awaitable[T]],
     restore: Restore,
+    extra: Mapping[str, Any] | None = None,
 ) -> T:
     call = BoundaryCall(run, spec, input_json)
     try:
         if call.runs_body:
             value = await body()
-            call.finish(value)
+            call.finish(value, extra)
             return value
         result: T = call.substitute(restore)
         return result

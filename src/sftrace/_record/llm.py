@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -55,6 +56,7 @@ def llm_request(
     call: Callable[[], T],
     replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
     serializer: Serializer | None = None,
+    cost_usd: float | None = None,
 ) -> T:
     """Record one LLM call: ``input`` (the request) and what ``call()`` returns.
 
@@ -70,13 +72,15 @@ def llm_request(
         replay_policy: ``"frozen"`` (default), ``"live"``, ``"forbidden"``, ``"manual"``
             or ``"derived"``.
         serializer: converts values JSON cannot hold.
+        cost_usd: what the call cost, in US dollars (added up in the manifest's totals).
     """
     spec = llm_spec(provider, model, replay_policy, serializer)
+    cost = check_cost(cost_usd)
     run = current_run()
     if run is None:
         return call()
-    input_json = dumps(input, serializer=serializer, what="llm_request input")
-    return call_sync(run, spec, input_json, call, _keep)
+    input_json = dumps(input, serializer=serializer or run.serializer, what="llm_request input")
+    return call_sync(run, spec, input_json, call, _keep, _cost_attributes(cost))
 
 
 async def allm_request(
@@ -87,14 +91,36 @@ async def allm_request(
     call: Callable[[], Awaitable[T]],
     replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
     serializer: Serializer | None = None,
+    cost_usd: float | None = None,
 ) -> T:
     """The async twin of :func:`llm_request`: awaits ``call()``."""
     spec = llm_spec(provider, model, replay_policy, serializer)
+    cost = check_cost(cost_usd)
     run = current_run()
     if run is None:
         return await call()
-    input_json = dumps(input, serializer=serializer, what="allm_request input")
-    return await call_async(run, spec, input_json, call, _keep)
+    input_json = dumps(input, serializer=serializer or run.serializer, what="allm_request input")
+    return await call_async(run, spec, input_json, call, _keep, _cost_attributes(cost))
+
+
+def check_cost(cost_usd: Any) -> float | None:
+    """``cost_usd`` checked: None, or a finite number of dollars >= 0."""
+    if cost_usd is None:
+        return None
+    if (
+        isinstance(cost_usd, bool)
+        or not isinstance(cost_usd, int | float)
+        or not math.isfinite(cost_usd)
+        or cost_usd < 0
+    ):
+        from sftrace._errors import ConfigError
+
+        raise ConfigError(f"cost_usd must be a number of US dollars >= 0, got {cost_usd!r}")
+    return float(cost_usd)
+
+
+def _cost_attributes(cost: float | None) -> dict[str, Any] | None:
+    return None if cost is None else {A.COST_USD: cost}
 
 
 class LLMCallHandle:
@@ -147,16 +173,24 @@ class LLMCallHandle:
 class ManualLLMCall:
     """Context manager behind ``session.llm_call``."""
 
-    def __init__(self, run: ActiveRun | None, *, provider: str, model: str, input: Any) -> None:
+    def __init__(
+        self,
+        run: ActiveRun | None,
+        *,
+        provider: str,
+        model: str,
+        input: Any,
+        replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
+    ) -> None:
         self._run = run
-        self._spec = llm_spec(provider, model, ReplayPolicy.FROZEN, None)
+        self._spec = llm_spec(provider, model, replay_policy, None)
         self._input = input
         self._call: BoundaryCall | None = None
 
     def __enter__(self) -> LLMCallHandle:
         if self._run is None:
             return LLMCallHandle(None)
-        input_json = dumps(self._input, what="llm_call input")
+        input_json = dumps(self._input, serializer=self._run.serializer, what="llm_call input")
         call = self._call = BoundaryCall(self._run, self._spec, input_json)
         handle = LLMCallHandle(call)
         decision = call.decision

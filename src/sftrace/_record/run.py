@@ -23,7 +23,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
 from sftrace._errors import RecordedDependencyError
 from sftrace._model import attributes as A
-from sftrace._model.serialize import canonical, register_bytes_filter
+from sftrace._model.serialize import Serializer, canonical, register_bytes_filter
 from sftrace._record import threads
 from sftrace._record.redaction import KnownSecrets, Redactor, current_redactor
 
@@ -44,8 +44,12 @@ class ActiveRun:
         replay: Interceptor | None = None,
         redactor: Redactor | None = None,
         known_secrets: KnownSecrets | None = None,
+        serializer: Serializer | None = None,
     ) -> None:
         self.tracer = tracer
+        # ``record(serializer=)``: for the values of the run's calls whose own boundary
+        # has no serializer (a replay takes the one of the inert recording inside it).
+        self.serializer = serializer
         self.agent_name = agent_name
         self.run_id = run_id
         self.span = span

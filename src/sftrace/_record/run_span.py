@@ -33,6 +33,7 @@ def start_run(
     replay: Interceptor | None = None,
     redactor: Redactor | None = None,
     known_secrets: KnownSecrets | None = None,
+    serializer: Serializer | None = None,
 ) -> ActiveRun:
     """Start the run span ``invoke_agent <agent_name>`` in a new trace; return the run.
 
@@ -63,6 +64,7 @@ def start_run(
         replay=replay,
         redactor=redactor,
         known_secrets=known_secrets,
+        serializer=serializer,
     )
 
 

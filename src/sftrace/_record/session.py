@@ -19,9 +19,11 @@ from sftrace._errors import BundleError, ConfigError
 from sftrace._internal import internal_error, log_once
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import trace_id_hex
+from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, dumps
 from sftrace._record.config import State, get_state
 from sftrace._record.llm import ManualLLMCall
+from sftrace._record.manual import UNSET, check_agent_version, record_llm_call, record_tool_call
 from sftrace._record.redaction import KnownSecrets, current_redactor
 from sftrace._record.run import ActiveRun, context_run, enter_run, exit_run, mark_run_end
 from sftrace._record.run_span import set_run_output, start_run
@@ -43,9 +45,11 @@ class RecordingSession:
         serializer: Serializer | None = None,
         run_input: Any = None,
         metadata: dict[str, Any] | None = None,
+        agent_version: str | None = None,
     ) -> None:
         if not isinstance(agent_name, str) or not agent_name.strip():
             raise ConfigError(f"agent_name must be a non-empty string, got {agent_name!r}")
+        self.agent_version = check_agent_version(agent_version)
         if metadata is not None and not isinstance(metadata, dict):
             raise ConfigError(f"metadata must be a dict, got {type(metadata).__qualname__}")
         self.agent_name = agent_name
@@ -92,33 +96,106 @@ class RecordingSession:
         """Record the run's final output (what a replay is compared against)."""
         set_run_output(self._require_run("set_output"), value, self._serializer)
 
-    def record_state_change(self, *, key: str, before: Any, after: Any) -> None:
-        """Record that a piece of agent state changed (a span event on the run)."""
+    def record_state_change(self, *, key: str, before: Any = UNSET, after: Any = UNSET) -> None:
+        """Record that a piece of agent state changed (a span event on the run).
+
+        ``before`` and ``after`` are optional: one left out is not recorded (``None`` is
+        recorded as JSON null).
+        """
         run = self._require_run("record_state_change")
         redactor, known = run.redactor, run.known_secrets
         key_text, key_found = redactor.redact_text(str(key), known=known)
-        # The key names the value: a sensitive one (``openai_api_key``) redacts it whole.
-        before_json, before_found = redactor.redact_json(
-            dumps(before, serializer=self._serializer, what="state before"), known=known, key=key
-        )
-        after_json, after_found = redactor.redact_json(
-            dumps(after, serializer=self._serializer, what="state after"), known=known, key=key
-        )
-        run.note_redactions(
-            0,
-            [r.record("state.key", key=key_text) for r in key_found]
-            + [r.record("state.before", key=key_text) for r in before_found]
-            + [r.record("state.after", key=key_text) for r in after_found],
-        )
-        run.span.add_event(
-            A.EVENT_STATE_CHANGE,
-            {A.EVENT_KEY: key_text, A.EVENT_BEFORE: before_json, A.EVENT_AFTER: after_json},
+        attributes = {A.EVENT_KEY: key_text}
+        records = [r.record("state.key", key=key_text) for r in key_found]
+        for value, field, attribute in (
+            (before, "before", A.EVENT_BEFORE),
+            (after, "after", A.EVENT_AFTER),
+        ):
+            if value is UNSET:
+                continue
+            # The key names the value: a sensitive one (``openai_api_key``) redacts it whole.
+            value_json, found = redactor.redact_json(
+                dumps(value, serializer=self._serializer, what=f"state {field}"),
+                known=known,
+                key=key,
+            )
+            attributes[attribute] = value_json
+            records += [r.record(f"state.{field}", key=key_text) for r in found]
+        run.note_redactions(0, records)
+        run.span.add_event(A.EVENT_STATE_CHANGE, attributes)
+
+    def llm_call(
+        self,
+        *,
+        model: str,
+        input: Any,
+        provider: str = "unknown",
+        replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN,
+    ) -> ManualLLMCall:
+        """A manual LLM call: ``with session.llm_call(...) as handle: handle.set_output(r)``.
+
+        ``replay_policy`` as in ``llm_request``.
+        """
+        return ManualLLMCall(
+            self._require_run("llm_call"),
+            provider=provider,
+            model=model,
+            input=input,
+            replay_policy=replay_policy,
         )
 
-    def llm_call(self, *, model: str, input: Any, provider: str = "unknown") -> ManualLLMCall:
-        """A manual LLM call: ``with session.llm_call(...) as handle: handle.set_output(r)``."""
-        return ManualLLMCall(
-            self._require_run("llm_call"), provider=provider, model=model, input=input
+    def record_tool_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        result: Any = UNSET,
+        error: BaseException | None = None,
+        duration_s: float | None = None,
+    ) -> None:
+        """Record a tool call made by code that cannot be decorated.
+
+        The call is recorded as ``@trace_tool(name=name)`` would record it (so a later
+        decorated tool of that name is answered from it on replay): ``arguments`` by
+        parameter name, then ``result`` or the exception instance ``error``.
+        ``duration_s``: how long the call took (it ended now); default 0.
+        """
+        record_tool_call(
+            self._require_run("record_tool_call"),
+            name,
+            arguments,
+            result=result,
+            error=error,
+            duration_s=duration_s,
+        )
+
+    def record_llm_call(
+        self,
+        *,
+        provider: str,
+        model: str,
+        input: Any,
+        output: Any = UNSET,
+        error: BaseException | None = None,
+        usage: dict[str, int] | None = None,
+        cost_usd: float | None = None,
+        duration_s: float | None = None,
+    ) -> None:
+        """Record an LLM call made by code that cannot be wrapped, as ``llm_request``
+        records one: the request ``input``, then the response ``output`` or the exception
+        instance ``error``. ``usage``: token counts (``input_tokens``/``prompt_tokens``,
+        ``output_tokens``/``completion_tokens``, ``total_tokens``).
+        """
+        record_llm_call(
+            self._require_run("record_llm_call"),
+            provider=provider,
+            model=model,
+            input=input,
+            output=output,
+            error=error,
+            usage=usage,
+            cost_usd=cost_usd,
+            duration_s=duration_s,
         )
 
     def _require_run(self, what: str) -> ActiveRun:
@@ -173,6 +250,9 @@ class RecordingSession:
         if outer is not None and outer.replay is not None:
             self._inert = True
             self._run = outer
+            if outer.serializer is None:
+                # The agent's values are the same in the replay: so is their serializer.
+                outer.serializer = self._serializer
             return None
         state = self._state = get_state()
         self._run_id = run_id = new_run_id()
@@ -191,6 +271,8 @@ class RecordingSession:
             attributes[A.RUN_INPUT] = run_input_json
         if metadata_json is not None:
             attributes[A.METADATA] = metadata_json
+        if self.agent_version is not None:
+            attributes[A.AGENT_VERSION] = self.agent_version
         self._run = start_run(
             state.tracer,
             agent_name=self.agent_name,
@@ -198,6 +280,7 @@ class RecordingSession:
             attributes=attributes,
             redactor=redactor,
             known_secrets=known,
+            serializer=self._serializer,
         )
         self._run.note_redactions(0, redactions)
         return self._run.span
@@ -289,8 +372,9 @@ class RecordingSession:
         if error is None:
             return
         if exc is not None:
-            # Never replace the agent's own exception with ours.
+            # Never replace the agent's own exception with ours; tell its reader.
             log_once("writing the bundle", error)
+            exc.add_note(f"sftrace: the bundle of this run could not be saved: {error}")
         else:
             internal_error("writing the bundle", error)
 
@@ -303,6 +387,7 @@ def record(
     serializer: Serializer | None = None,
     run_input: Any = None,
     metadata: dict[str, Any] | None = None,
+    agent_version: str | None = None,
 ) -> RecordingSession:
     """Record one agent run into a ``.sftrace`` bundle.
 
@@ -322,9 +407,12 @@ def record(
             ``bundle_dir`` is ``configure(bundle_dir=...)``, else ``$SFTRACE_DIR``, else
             ``.sftrace/traces``.
         overwrite: replace an existing bundle at ``output`` (refused otherwise).
-        serializer: converts values JSON cannot hold, for the run's input and output.
+        serializer: converts values JSON cannot hold: the run's input and output, state
+            changes, and the values of tool and LLM calls whose own ``serializer`` is unset.
         run_input: the run's input; ``replay_run`` calls the entrypoint with it.
         metadata: a JSON object stored with the run.
+        agent_version: the agent's version (free text, e.g. ``"1.4.2"`` or a commit),
+            stored in the manifest and on the run span; a replay may override it.
     """
     return RecordingSession(
         agent_name,
@@ -333,4 +421,5 @@ def record(
         serializer=serializer,
         run_input=run_input,
         metadata=metadata,
+        agent_version=agent_version,
     )

@@ -24,11 +24,18 @@ class ArgumentBinder:
 
     Simple signatures (no positional-only, ``*args`` or ``**kwargs``) take a fast path;
     anything else goes through ``inspect.Signature.bind``, which raises the same
-    ``TypeError`` the function itself would for a bad call.
+    ``TypeError`` the function itself would for a bad call. A callable without an
+    inspectable signature (builtins such as ``max``) is recorded as
+    ``{"args": [...], "kwargs": {...}}``.
     """
 
     def __init__(self, func: Callable[..., Any]) -> None:
-        self.signature = signature = inspect.signature(func)
+        self.signature: inspect.Signature | None
+        try:
+            self.signature = signature = inspect.signature(func)
+        except (ValueError, TypeError):
+            self.signature = None
+            signature = inspect.Signature()
         params = list(signature.parameters.values())
         self.drop: str | None = None
         if (
@@ -49,6 +56,8 @@ class ArgumentBinder:
         self.var_keyword = next((p.name for p in params if p.kind is _P.VAR_KEYWORD), None)
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if self.signature is None:
+            return {"args": list(args), "kwargs": kwargs}
         if self.simple and len(args) <= len(self.positional):
             bound = dict(zip(self.positional, args, strict=False))
             if kwargs:
@@ -68,6 +77,7 @@ class ArgumentBinder:
         return bound
 
     def _slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        assert self.signature is not None
         bound_arguments = self.signature.bind(*args, **kwargs)
         bound_arguments.apply_defaults()
         arguments = dict(bound_arguments.arguments)
@@ -105,7 +115,10 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
     try:
         annotation = typing.get_type_hints(func).get("return", inspect.Signature.empty)
     except Exception:
-        annotation = inspect.signature(func).return_annotation
+        try:
+            annotation = inspect.signature(func).return_annotation
+        except (ValueError, TypeError):  # no inspectable signature (a builtin)
+            return _identity
         if isinstance(annotation, str):
             return _identity
     try:
@@ -196,7 +209,11 @@ def trace_tool(
                 run = current_run()
                 if run is None:
                     return await fn(*args, **kwargs)
-                input_json = dumps(binder.arguments(args, kwargs), serializer=serializer, what=what)
+                input_json = dumps(
+                    binder.arguments(args, kwargs),
+                    serializer=serializer or run.serializer,
+                    what=what,
+                )
                 return await call_async(run, spec, input_json, lambda: fn(*args, **kwargs), restore)
 
             wrapper: Any = async_wrapper
@@ -209,7 +226,11 @@ def trace_tool(
                 run = current_run()
                 if run is None:
                     return fn(*args, **kwargs)
-                input_json = dumps(binder.arguments(args, kwargs), serializer=serializer, what=what)
+                input_json = dumps(
+                    binder.arguments(args, kwargs),
+                    serializer=serializer or run.serializer,
+                    what=what,
+                )
                 return call_sync(run, spec, input_json, lambda: fn(*args, **kwargs), restore)
 
             wrapper = sync_wrapper

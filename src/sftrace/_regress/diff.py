@@ -16,7 +16,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from sftrace._model.jsondiff import MISSING
+from sftrace._model.jsondiff import MISSING, walk_differences
 from sftrace._model.jsonpath import JsonPath, Segment, first_match, format_path
 from sftrace._model.serialize import canonical
 
@@ -133,54 +133,12 @@ def value_differences(
 ) -> tuple[list[Difference], bool]:
     """The paths where the normalised values differ, and whether the list was cut at
     ``limit``. Differences under an ignore pattern are included, marked ``ignored_by``."""
-    found: list[Difference] = []
-    truncated = _walk(normalize(baseline), normalize(candidate), (), found, ignore, limit)
-    return found, truncated
-
-
-def _same_scalar(left: Any, right: Any) -> bool:
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return left == right
-    return type(left) is type(right) and left == right
-
-
-def _walk(
-    left: Any,
-    right: Any,
-    path: tuple[Segment, ...],
-    found: list[Difference],
-    ignore: Sequence[JsonPath],
-    limit: int,
-) -> bool:
-    """Append differences; return True when ``limit`` cut the walk short."""
-    if isinstance(left, dict) and isinstance(right, dict):
-        for key in sorted(set(left) | set(right)):
-            if _walk(
-                left.get(key, MISSING), right.get(key, MISSING), (*path, key), found, ignore, limit
-            ):
-                return True
-        return False
-    if isinstance(left, list) and isinstance(right, list):
-        for index in range(max(len(left), len(right))):
-            if _walk(
-                left[index] if index < len(left) else MISSING,
-                right[index] if index < len(right) else MISSING,
-                (*path, index),
-                found,
-                ignore,
-                limit,
-            ):
-                return True
-        return False
-    if left is not MISSING and right is not MISSING and _same_scalar(left, right):
-        return False
-    if len(found) >= limit:
-        return True
-    pattern = first_match(path, ignore)
-    found.append(Difference(path, left, right, None if pattern is None else str(pattern)))
-    return False
+    found, truncated = walk_differences(normalize(baseline), normalize(candidate), limit)
+    differences = []
+    for path, left, right in found:
+        pattern = first_match(path, ignore)
+        differences.append(Difference(path, left, right, None if pattern is None else str(pattern)))
+    return differences, truncated
 
 
 # --- sequence alignment ------------------------------------------------------------

@@ -232,6 +232,7 @@ class RunSummary:
     calls: int
     failure: str | None
     has_output: bool
+    agent_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -241,6 +242,7 @@ class RunSummary:
             "calls": self.calls,
             "failure": self.failure,
             "has_output": self.has_output,
+            "agent_version": self.agent_version,
         }
 
 
@@ -278,16 +280,27 @@ class Report:
             counts[finding.severity.value] += 1
         return counts
 
+    @property
+    def counts_by_code(self) -> dict[str, int]:
+        """Findings per code, for the codes found: ``{"MISSING_CALL": 1, ...}``
+        (sorted by code)."""
+        counts: dict[str, int] = {}
+        for finding in self.findings:
+            counts[finding.code.value] = counts.get(finding.code.value, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def counts_text(self) -> str:
+        """The error and warning counts in words: ``1 error, 1 warning``."""
+        counts = self.counts
+        return f"{pluralize(counts['error'], 'error')}, {pluralize(counts['warning'], 'warning')}"
+
     def by_severity(self, severity: Severity | str) -> list[Finding]:
         wanted = parse_severity(severity)
         return [finding for finding in self.findings if finding.severity is wanted]
 
     def summary(self) -> str:
         counts = self.counts
-        return (
-            f"{self.verdict.value.upper()}: {pluralize(counts['error'], 'error')}, "
-            f"{pluralize(counts['warning'], 'warning')}, {counts['info']} info"
-        )
+        return f"{self.verdict.value.upper()}: {self.counts_text()}, {counts['info']} info"
 
     def format(self, *, include_info: bool = True) -> str:
         """The readable report: a summary line, the findings (errors first), then the
@@ -300,6 +313,9 @@ class Report:
                 f"{self.candidate.label}: {self.candidate.source}"
             )
         lines = [f"{self.summary()} ({what})"]
+        versions = self.versions_line()
+        if versions:
+            lines.append(versions)
         shown = sorted(
             (f for f in self.findings if include_info or f.severity is not Severity.INFO),
             key=lambda finding: _SEVERITY_ORDER[finding.severity],
@@ -318,6 +334,16 @@ class Report:
             lines.append("first divergence:")
             lines.extend(f"  {line}" for line in self.divergence.splitlines())
         return "\n".join(lines)
+
+    def versions_line(self) -> str | None:
+        """``agent version: recorded 1.0, replayed 1.1`` when a run has a version."""
+        baseline, candidate = self.baseline, self.candidate
+        if baseline.agent_version is None and candidate.agent_version is None:
+            return None
+        return (
+            f"  agent version: {baseline.label} {baseline.agent_version or '(none)'}, "
+            f"{candidate.label} {candidate.agent_version or '(none)'}"
+        )
 
     def difference_lines(self, finding: Finding) -> list[str]:
         """The finding's differing paths with both values, one line each
@@ -338,6 +364,7 @@ class Report:
         return {
             "verdict": self.verdict.value,
             "counts": self.counts,
+            "counts_by_code": self.counts_by_code,
             "baseline": self.baseline.to_dict(),
             "candidate": self.candidate.to_dict(),
             "expected": self.expected,

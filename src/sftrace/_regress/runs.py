@@ -45,10 +45,17 @@ class ComparedRun:
     # run ended there (the divergence is the run's error): what follows is its cascade.
     diverged_call: int | None = None
     ended_by_divergence: bool = False
+    agent_version: str | None = None
 
     def summary(self) -> RunSummary:
         return RunSummary(
-            self.label, self.source, self.status, len(self.calls), self.failure, self.has_output
+            self.label,
+            self.source,
+            self.status,
+            len(self.calls),
+            self.failure,
+            self.has_output,
+            self.agent_version,
         )
 
 
@@ -86,6 +93,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             else None,
             has_output=value.has_output,
             output=value.output,
+            agent_version=value.manifest.agent_version,
         )
     if isinstance(value, ReplayResult):
         has_output, output = replayed_output(value)
@@ -112,6 +120,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             divergence=str(value.divergence) if value.divergence is not None else None,
             diverged_call=diverged_call,
             ended_by_divergence=error is not None and error is value.divergence,
+            agent_version=value.agent_version,
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "

@@ -100,10 +100,11 @@ class SuiteCase:
     def id(self) -> str:
         return f"{self.suite_name}::{self.name}"
 
-    def run(self, *, entrypoint: str | None = None) -> CaseResult:
+    def run(self, *, entrypoint: str | None = None, agent_version: str | None = None) -> CaseResult:
         """Replay the bundle against the entrypoint (``entrypoint`` overrides the suite's)
-        and judge it. Never raises: a case that cannot run is an ``error`` outcome."""
-        return _run_case(self, entrypoint)
+        and judge it; ``agent_version``: the version of the agent under test, carried by
+        the replayed run. Never raises: a case that cannot run is an ``error`` outcome."""
+        return _run_case(self, entrypoint, agent_version)
 
 
 @dataclass(frozen=True)
@@ -119,11 +120,12 @@ class Suite:
         *,
         entrypoint: str | None = None,
         on_result: Callable[[CaseResult], None] | None = None,
+        agent_version: str | None = None,
     ) -> list[CaseResult]:
         """Run every case in order; ``on_result`` is called after each."""
         results = []
         for case in self.cases:
-            result = case.run(entrypoint=entrypoint)
+            result = case.run(entrypoint=entrypoint, agent_version=agent_version)
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -414,7 +416,7 @@ def python_path(directories: Iterable[Path]) -> Iterator[None]:
                 sys.path.remove(entry)
 
 
-def _run_case(case: SuiteCase, entrypoint: str | None) -> CaseResult:
+def _run_case(case: SuiteCase, entrypoint: str | None, agent_version: str | None) -> CaseResult:
     from sftrace._replay.options import ReplayOptions
     from sftrace._replay.run import resolve_entrypoint, run_replay
 
@@ -423,7 +425,8 @@ def _run_case(case: SuiteCase, entrypoint: str | None) -> CaseResult:
     try:
         with python_path(case.pythonpath):
             target = resolve_entrypoint(target_name)
-            result = run_replay(case.bundle, target, ReplayOptions(match=case.match))
+            options = ReplayOptions.build(match=case.match, agent_version=agent_version)
+            result = run_replay(case.bundle, target, options)
         report = compare(case.bundle, result, case.policy, expect=case.expectations)
     except Exception as exc:  # the case could not run; report it, keep running the rest
         message = str(exc).strip() or type(exc).__name__

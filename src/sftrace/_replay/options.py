@@ -16,6 +16,7 @@ from typing import Any
 from sftrace._errors import ConfigError
 from sftrace._model.calls import Call
 from sftrace._model.policy import MatchMode, ReplayMode
+from sftrace._record.manual import check_agent_version
 
 ManualHandler = Callable[[Call], Any]
 
@@ -31,6 +32,7 @@ class ReplayOptions:
     manual: ManualHandler | None = None
     save: Path | None = None
     overwrite: bool = False
+    agent_version: str | None = None
 
     @classmethod
     def build(
@@ -43,6 +45,7 @@ class ReplayOptions:
         manual: ManualHandler | None = None,
         save: str | os.PathLike[str] | None = None,
         overwrite: bool = False,
+        agent_version: str | None = None,
     ) -> ReplayOptions:
         """Check the options as users pass them; raise ``ConfigError`` naming the bad one."""
         parsed_mode = ReplayMode.parse(mode, parameter="mode")
@@ -69,6 +72,7 @@ class ReplayOptions:
             manual=manual,
             save=Path(save) if save is not None else None,
             overwrite=overwrite,
+            agent_version=check_agent_version(agent_version),
         )
 
 

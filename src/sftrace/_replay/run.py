@@ -55,6 +55,7 @@ class ReplayResult:
     spans: list[ReadableSpan]
     bundle: Bundle
     saved_path: Path | None = None
+    agent_version: str | None = None
     _calls: list[Call] | None = field(default=None, repr=False)
 
     @property
@@ -174,6 +175,7 @@ def _result(
         spans=list(session.spans),
         bundle=recorded,
         saved_path=session.saved_path,
+        agent_version=session.options.agent_version or recorded.manifest.agent_version,
     )
 
 
@@ -188,6 +190,7 @@ def replay_run(
     manual: ManualHandler | None = None,
     save: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    agent_version: str | None = None,
 ) -> ReplayResult:
     """Replay ``bundle`` by calling the agent's own ``entrypoint``; never raises its errors.
 
@@ -196,7 +199,9 @@ def replay_run(
     async entrypoint is awaited (also when called from inside a running event loop: it
     then runs in a worker thread; in async code prefer :func:`areplay_run`). The agent's
     exception, if any, is in ``result.error``. ``save``: also write the replayed run as a
-    bundle at this path (``overwrite`` to replace one). Other options as in ``replay()``.
+    bundle at this path (``overwrite`` to replace one). ``agent_version``: the version
+    of the agent replayed, carried by the replayed run (default: the recorded one). Other
+    options as in ``replay()``.
     """
     target = resolve_entrypoint(entrypoint)
     options = ReplayOptions.build(
@@ -207,6 +212,7 @@ def replay_run(
         manual=manual,
         save=save,
         overwrite=overwrite,
+        agent_version=agent_version,
     )
     return run_replay(bundle, target, options)
 
@@ -241,6 +247,7 @@ async def areplay_run(
     manual: ManualHandler | None = None,
     save: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    agent_version: str | None = None,
 ) -> ReplayResult:
     """The async twin of :func:`replay_run`, awaiting an async entrypoint in this loop."""
     target = resolve_entrypoint(entrypoint)
@@ -252,6 +259,7 @@ async def areplay_run(
         manual=manual,
         save=save,
         overwrite=overwrite,
+        agent_version=agent_version,
     )
     return await arun_replay(bundle, target, options)
 

@@ -177,6 +177,10 @@ class ReplaySession:
                 value = item.get("value", {}).get("stringValue")
                 if isinstance(value, str):
                     attributes[item["key"]] = value
+        # The replayed run is of the agent version asked for, else of the recorded one.
+        version = self.options.agent_version or manifest.agent_version
+        if version is not None:
+            attributes[A.AGENT_VERSION] = version
         self._run = start_run(
             state.tracer,
             agent_name=manifest.agent_name,
@@ -267,6 +271,7 @@ def replay(
     allow_live_tools: Iterable[str] | None = None,
     match: MatchMode | str = MatchMode.STRICT,
     manual: ManualHandler | None = None,
+    agent_version: str | None = None,
 ) -> ReplaySession:
     """Replay a recorded run: every instrumented call is answered from the bundle.
 
@@ -289,6 +294,8 @@ def replay(
             the same kind, name and input (for agents whose concurrency varies the order).
         manual: answers calls recorded with ``replay_policy="manual"``: called with the
             recorded ``Call``, returns the value to use.
+        agent_version: the version of the agent being replayed (the code under test),
+            carried by the replayed run; default: the recorded run's version.
     """
     options = ReplayOptions.build(
         mode=mode,
@@ -296,5 +303,6 @@ def replay(
         allow_live_tools=allow_live_tools,
         match=match,
         manual=manual,
+        agent_version=agent_version,
     )
     return ReplaySession(bundle_or_path, options)
