@@ -59,6 +59,8 @@ class FindingCode(StrEnum):
     MISSING_CALL = "MISSING_CALL"
     UNEXPECTED_CALL = "UNEXPECTED_CALL"
     CALL_INPUT_CHANGED = "CALL_INPUT_CHANGED"
+    CALL_INPUT_NORMALIZED = "CALL_INPUT_NORMALIZED"
+    CALL_INPUT_RELAXED = "CALL_INPUT_RELAXED"
     CALL_OUTPUT_CHANGED = "CALL_OUTPUT_CHANGED"
     CALL_ORDER_CHANGED = "CALL_ORDER_CHANGED"
     CALL_ERROR_CHANGED = "CALL_ERROR_CHANGED"
@@ -89,6 +91,10 @@ DEFAULT_SEVERITIES: Final[Mapping[FindingCode, Severity]] = MappingProxyType(
         **{code: Severity.ERROR for code in FindingCode},
         # The wording of natural-language answers varies from run to run.
         FindingCode.OUTPUT_TEXT_CHANGED: Severity.WARNING,
+        # A replay matched a call only after normalising its input, or ignoring the
+        # match_ignore paths: said, not failed (a policy can make them errors).
+        FindingCode.CALL_INPUT_NORMALIZED: Severity.INFO,
+        FindingCode.CALL_INPUT_RELAXED: Severity.WARNING,
     }
 )
 
@@ -430,6 +436,9 @@ class _Run:
     diverged_call: int | None = None
     ended_by_divergence: bool = False
     agent_version: str | None = None
+    # For a replay: the seq of each replayed call matched at a non-exact tier -> the tier,
+    # the seq of the recorded call it matched, and the input paths the tier ignored.
+    tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = field(default_factory=dict)
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -505,11 +514,26 @@ def as_run(value: Any, label: str) -> _Run:
             diverged_call=diverged_call,
             ended_by_divergence=error is not None and error is value.divergence,
             agent_version=value.agent_version,
+            tiers=_tiers(value),
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "
         f"a .sftrace bundle, or a ReplayResult"
     )
+
+
+def _tiers(result: ReplayResult) -> dict[int, tuple[str, int, tuple[JsonPath, ...]]]:
+    tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = {}
+    for matched in result.matched:
+        if matched.tier in ("normalized", "relaxed"):
+            recorded = matched.recorded
+            ignored: tuple[JsonPath, ...] = ()
+            if matched.tier == "relaxed":
+                ignored = result.options.ignored_paths(
+                    recorded.kind, recorded.name, recorded.provider
+                )
+            tiers[matched.number] = (matched.tier, recorded.seq, ignored)
+    return tiers
 
 
 # --- what is compared of a call ------------------------------------------------------
@@ -658,16 +682,22 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
     left_label, right_label = builder.labels
     patterns = builder.policy.patterns
 
-    def key(call: Call) -> tuple[str, str, str | None, str]:
-        compared = strip(compared_input(call), patterns)
+    # A call a replay matched in the relaxed tier is aligned without the ignored paths.
+    relaxed_left = {seq: ignored for _, seq, ignored in cand.tiers.values() if ignored}
+    relaxed_right = {seq: tier[2] for seq, tier in cand.tiers.items() if tier[2]}
+
+    def key(
+        call: Call, relaxed: dict[int, tuple[JsonPath, ...]]
+    ) -> tuple[str, str, str | None, str]:
+        compared = strip(compared_input(call), (*patterns, *relaxed.get(call.seq, ())))
         return (call.kind, call.name, call.provider, content_key(compared))
 
     def identity(call: Call) -> tuple[str, str, str | None]:
         return (call.kind, call.name, call.provider)
 
     left, right = base.calls, cand.calls
-    left_keys = [key(call) for call in left]
-    right_keys = [key(call) for call in right]
+    left_keys = [key(call, relaxed_left) for call in left]
+    right_keys = [key(call, relaxed_right) for call in right]
     alignment = align(left_keys, right_keys)
     approximate = alignment.approximate
     # rows: (status, i, j) with i/j indexes or None, in display order
@@ -754,7 +784,7 @@ def _calls(builder: _Builder, base: _Run, cand: _Run) -> tuple[list[AlignedCall]
                 candidate=rref,
             )
         if lref is not None and rref is not None and li is not None and ri is not None:
-            _compare_pair(builder, left[li], right[ri], lref, rref)
+            _compare_pair(builder, left[li], right[ri], lref, rref, cand.tiers.get(right[ri].seq))
             if status == "same" and len(builder.findings) > before:
                 status = "changed"
         aligned.append(AlignedCall(status, lref, rref))
@@ -784,22 +814,19 @@ def _input_differences(
     )
 
 
-def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rref: CallRef) -> None:
+def _compare_pair(
+    builder: _Builder,
+    left: Call,
+    right: Call,
+    lref: CallRef,
+    rref: CallRef,
+    tier: tuple[str, int, tuple[JsonPath, ...]] | None = None,
+) -> None:
     left_label, right_label = builder.labels
     named = _name(lref, rref, right_label)
     patterns = builder.policy.patterns
     if left.input_json != right.input_json:
-        differences, truncated = value_differences(
-            compared_input(left), compared_input(right), ignore=patterns
-        )
-        builder.add_paths(
-            FindingCode.CALL_INPUT_CHANGED,
-            f"{named}: input changed",
-            differences,
-            truncated,
-            baseline=lref,
-            candidate=rref,
-        )
+        _compare_inputs(builder, left, right, lref, rref, tier)
     left_error, right_error = left.error, right.error
     if (left_error is None) != (right_error is None) or (
         left_error is not None
@@ -824,6 +851,53 @@ def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rre
             f"{named}: output changed",
             differences,
             truncated,
+            baseline=lref,
+            candidate=rref,
+        )
+
+
+def _compare_inputs(
+    builder: _Builder,
+    left: Call,
+    right: Call,
+    lref: CallRef,
+    rref: CallRef,
+    tier: tuple[str, int, tuple[JsonPath, ...]] | None,
+) -> None:
+    """Input findings of a pair of calls; a replay's non-exact match tier is said as such."""
+    named = _name(lref, rref, builder.labels[1])
+    relaxed = tier[2] if tier is not None else ()
+    differences, truncated = value_differences(
+        compared_input(left), compared_input(right), ignore=(*builder.policy.patterns, *relaxed)
+    )
+    relaxed_names = {str(path) for path in relaxed}
+    builder.add_paths(
+        FindingCode.CALL_INPUT_CHANGED,
+        f"{named}: input changed",
+        [d for d in differences if d.ignored_by not in relaxed_names],
+        truncated,
+        baseline=lref,
+        candidate=rref,
+    )
+    ignored = tuple(d for d in differences if d.ignored_by in relaxed_names)
+    if ignored:
+        builder.findings.append(
+            Finding(
+                FindingCode.CALL_INPUT_RELAXED,
+                builder.policy.severity(FindingCode.CALL_INPUT_RELAXED),
+                f"{named}: input matched the recording only with match_ignore paths ignored, "
+                f"at {pluralize(len(ignored), 'path')}",
+                lref,
+                rref,
+                ignored,
+                truncated,
+            )
+        )
+    if tier is not None and tier[0] == "normalized":
+        builder.add(
+            FindingCode.CALL_INPUT_NORMALIZED,
+            f"{named}: input matched the recording after normalisation (surrounding "
+            f"whitespace, 2.0 == 2, a None-valued key == a missing key)",
             baseline=lref,
             candidate=rref,
         )
