@@ -266,6 +266,7 @@ def test_json_document(bundle: tuple[Path, str]) -> None:
         "recorded",
         "replay",
         "matched",
+        "match_counts",
         "unused",
         "divergence",
         "saved_path",
@@ -430,3 +431,73 @@ def test_limit_shortens_the_list_of_matched_calls(bundle: tuple[Path, str]) -> N
     assert result.exit_code == 0, result.output
     assert result.stdout.count("substituted") == 1
     assert "... and 2 more matched calls (--limit 0 lists all)" in result.stdout
+
+
+# --- match tiers ----------------------------------------------------------------------
+
+PADDED = agent_source(weather_arg='city + " "')  # the same city, with a trailing space
+
+
+def test_a_normalized_match_is_shown_with_its_tier_and_paths(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    path, _ = bundle
+    name = write_agent(PADDED)
+    result = replay_cli(path, f"{name}:run")
+    assert result.exit_code == 0, result.output
+    assert "substituted [normalized]  (input differs at $.city)" in result.stdout
+    assert result.stdout.count("[exact]") == 2
+    document = orjson.loads(replay_cli(path, f"{name}:run", "--json").stdout)
+    assert [item["tier"] for item in document["matched"]] == ["normalized", "exact", "exact"]
+    assert document["matched"][0]["differences"] == [
+        {"path": "$.city", "recorded": "Lisbon", "reached": "Lisbon ", "missing": None}
+    ]
+    assert document["match_counts"] == {
+        "exact": 2,
+        "normalized": 1,
+        "relaxed": 0,
+        "live": 0,
+        "unused": 0,
+    }
+
+
+def test_tiers_exact_turns_tolerance_off(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    path, _ = bundle
+    name = write_agent(PADDED)
+    result = replay_cli(path, f"{name}:run", "--tiers", "exact")
+    assert result.exit_code == 1, result.output
+    assert "diverged" in result.stdout
+
+
+def test_match_ignore_matches_a_changed_input_relaxed(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    path, _ = bundle
+    name = write_agent(DIVERGING)  # asks for Porto's weather
+    assert replay_cli(path, f"{name}:run").exit_code == 1
+    result = replay_cli(path, f"{name}:run", "--match-ignore", "weather=$.city")
+    assert result.exit_code == 0, result.output
+    assert "substituted [relaxed]  (input differs at $.city)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--tiers", "exact,fuzzy"], "unknown match tier 'fuzzy'"),
+        (["--tiers", "normalized"], "must include 'exact'"),
+        (["--match-ignore", "weather"], "--match-ignore takes NAME=PATH"),
+        (["--match-ignore", "weather=a..b"], "invalid match_ignore['weather'] path"),
+        (["--tiers", "exact", "--match-ignore", "weather=city"], "leave out 'relaxed'"),
+    ],
+)
+def test_bad_tier_options_exit_2_with_one_line(
+    bundle: tuple[Path, str], options: list[str], message: str
+) -> None:
+    path, name = bundle
+    result = replay_cli(path, f"{name}:run", *options)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""

@@ -109,6 +109,43 @@ def test_an_agent_that_crashes_is_a_failed_case_not_an_error(project: tuple[Path
 
 
 LATE = 'bundle = "bundles/late.sftrace"'
+
+
+def test_suite_tiers_and_match_ignore_reach_the_replay(project: tuple[Path, str]) -> None:
+    """A case may match a changed tool input in the relaxed tier; the suite's tiers apply
+    to cases that set none, and a case's own value replaces the suite's."""
+    directory, module = project
+    text = f"""
+entrypoint = "{module}:wrong_order"
+tiers = ["exact"]
+
+[[cases]]
+name = "strict"
+bundle = "bundles/late.sftrace"
+expect = {{ not_called = ["refund"] }}
+
+[[cases]]
+name = "relaxed"
+bundle = "bundles/late.sftrace"
+tiers = ["exact", "normalized", "relaxed"]
+expect = {{ not_called = ["refund"] }}
+[cases.match_ignore]
+lookup = ["order_id"]
+"""
+    suite = load_suite(_suite(directory, text))
+    strict, relaxed = suite.cases
+    assert strict.options.tiers == ("exact",)
+    assert relaxed.options.tiers == ("exact", "normalized", "relaxed")
+    assert [str(p) for p in relaxed.options.match_ignore["lookup"]] == ["$.order_id"]
+    outcomes = {r.case.name: r for r in suite.run()}
+    assert outcomes["strict"].outcome == "failed"
+    assert "REPLAY_DIVERGED" in outcomes["strict"].failure_text()
+    assert outcomes["relaxed"].outcome == "passed"
+    replay = outcomes["relaxed"].replay
+    assert replay is not None
+    assert [m.tier for m in replay.matched] == ["relaxed"]
+
+
 BROKEN = [
     pytest.param("cases = 3", None, "no cases", id="no-cases"),
     pytest.param('nme = "x"\n[[cases]]\nname = "a"', None, "did you mean 'name'", id="suite-key"),
@@ -161,6 +198,25 @@ BROKEN = [
         "a",
         "invalid match='fuzzy'",
         id="match",
+    ),
+    pytest.param(
+        'tiers = ["exact", "fuzzy"]\n[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"',
+        None,
+        "unknown match tier 'fuzzy'",
+        id="tiers",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\ntiers = "exact"',
+        "a",
+        "tiers must be a list",
+        id="tiers-type",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\n'
+        '[cases.match_ignore]\nlookup = ["a..b"]',
+        "a",
+        "invalid match_ignore['lookup'] path",
+        id="match-ignore",
     ),
     pytest.param(
         '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\n'

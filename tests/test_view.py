@@ -249,7 +249,7 @@ def test_replay_page_marks_each_call_with_the_replays_action(refund_agent: str) 
     payload, _ = page_data(render_html(result))
     rows = payload["rows"]
     assert [row.get("act") for row in rows] == [None, "substituted", "substituted", "unused"]
-    assert "tier" not in json.dumps(rows)  # no match tier unless the replay gives one
+    assert [row.get("tier") for row in rows] == [None, "exact", "exact", None]
     missing = rows[3]
     assert missing["st"] == "missing"
     assert {payload["findings"][i]["code"] for i in missing["f"]} == {"MISSING_CALL"}

@@ -22,7 +22,7 @@ from sftrace._bundle.writer import check_bundle_target
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.output import human_console
 from sftrace._cli.view import finish_page, html_option
-from sftrace._errors import SftraceError
+from sftrace._errors import ConfigError, SftraceError
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import MISSING
 from sftrace._model.policy import MatchMode, ReplayMode
@@ -90,6 +90,20 @@ def register(group: click.Group) -> None:
     "recorded call with the same kind, name and input.",
 )
 @click.option(
+    "--tiers",
+    metavar="TIER,...",
+    help="Match tiers tried in order, from exact, normalized, relaxed (default "
+    "exact,normalized, plus relaxed with --match-ignore); 'exact' turns tolerance off.",
+)
+@click.option(
+    "--match-ignore",
+    "match_ignore",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="In the relaxed tier, ignore this input path for the tool NAME, for LLM calls "
+    "('llm' or PROVIDER/MODEL) or for every call ('*'); repeatable.",
+)
+@click.option(
     "--save",
     type=click.Path(path_type=Path),
     metavar="PATH",
@@ -117,6 +131,8 @@ def replay_command(
     live_llms: tuple[str, ...],
     allow_live_tools: tuple[str, ...],
     match: str,
+    tiers: str | None,
+    match_ignore: tuple[str, ...],
     save: Path | None,
     overwrite: bool,
     limit: int,
@@ -135,6 +151,8 @@ def replay_command(
             match=match,
             save=save,
             overwrite=overwrite,
+            tiers=parse_tiers_option(tiers),
+            match_ignore=parse_match_ignore_option(match_ignore),
         )
         if save is not None:
             check_bundle_target(
@@ -160,6 +178,29 @@ def replay_command(
         facts = {"entrypoint": entrypoint, "mode": mode, "match": match, "verdict": verdict}
         finish_page(html_path, render_replay(result, facts=facts), err=as_json)
     raise click.exceptions.Exit(EXIT_OK if verdict == "reproduced" else EXIT_CHANGED)
+
+
+def parse_tiers_option(text: str | None) -> list[str] | None:
+    """``--tiers exact,normalized`` as a list (checked by ``ReplayOptions.build``)."""
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_match_ignore_option(items: tuple[str, ...]) -> dict[str, list[str]] | None:
+    """``--match-ignore NAME=PATH`` options as the ``match_ignore`` mapping."""
+    if not items:
+        return None
+    ignore: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ConfigError(
+                f"--match-ignore takes NAME=PATH (a tool name, 'llm', 'provider/model' or "
+                f"'*', then a JSON path), got {item!r}; e.g. --match-ignore 'llm=$.messages'"
+            )
+        ignore.setdefault(name.strip(), []).append(path.strip())
+    return ignore
 
 
 def replay_verdict(result: ReplayResult) -> Verdict:
@@ -215,9 +256,12 @@ def replay_document(
                 "name": item.recorded.name,
                 "provider": item.recorded.provider,
                 "action": item.action,
+                "tier": item.tier,
+                "differences": [_difference_document(*entry) for entry in item.differences],
             }
             for item in result.matched
         ],
+        "match_counts": result.match_counts,
         "unused": [
             {
                 "seq": call.seq,
@@ -243,18 +287,18 @@ def _divergence_document(divergence: BaseException) -> dict[str, Any]:
         "recorded": getattr(divergence, "recorded", None),
         "reached": getattr(divergence, "reached", None),
         "differences": [
-            {
-                "path": path,
-                "recorded": None if recorded is MISSING else recorded,
-                "reached": None if reached is MISSING else reached,
-                "missing": "recorded"
-                if recorded is MISSING
-                else "reached"
-                if reached is MISSING
-                else None,
-            }
+            _difference_document(path, recorded, reached)
             for path, recorded, reached in getattr(divergence, "differences", ())
         ],
+    }
+
+
+def _difference_document(path: str, recorded: Any, reached: Any) -> dict[str, Any]:
+    return {
+        "path": path,
+        "recorded": None if recorded is MISSING else recorded,
+        "reached": None if reached is MISSING else reached,
+        "missing": "recorded" if recorded is MISSING else "reached" if reached is MISSING else None,
     }
 
 
@@ -301,6 +345,12 @@ def _print_report(
         line.append(item.recorded.label.ljust(width), style="bold")
         line.append("  ")
         line.append(item.action, style=_ACTION_STYLES.get(item.action, ""))
+        if item.tier is not None:
+            line.append(f" [{item.tier}]", style="" if item.tier == "exact" else "yellow")
+        if item.differences:
+            paths = ", ".join(path for path, _, _ in item.differences[:3])
+            more = f" +{len(item.differences) - 3}" if len(item.differences) > 3 else ""
+            line.append(f"  (input differs at {paths}{more})", style="dim")
         error = item.recorded.error
         if error is not None and item.action == "substituted":
             line.append(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError
 from sftrace._model.calls import Call, CallRef
-from sftrace._model.jsonpath import strip
+from sftrace._model.jsonpath import JsonPath, strip
 from sftrace._model.text import first_line, pluralize, preview, shorten, were
 from sftrace._regress.align import align_calls
 from sftrace._regress.diff import Difference, content_key, value_differences
@@ -128,9 +128,14 @@ def _calls(
 ) -> tuple[list[AlignedCall], bool]:
     """Align the calls and add the call findings; return the alignment rows."""
     patterns = builder.policy.patterns
+    # A call a replay matched in the relaxed tier is aligned without the ignored paths.
+    relaxed_left = {seq: ignored for _, seq, ignored in cand.tiers.values() if ignored}
+    relaxed_right = {seq: tier[2] for seq, tier in cand.tiers.items() if tier[2]}
 
-    def key(call: Call) -> tuple[str, str, str | None, str]:
-        compared = strip(compared_input(call), patterns)
+    def key(
+        call: Call, relaxed: dict[int, tuple[JsonPath, ...]]
+    ) -> tuple[str, str, str | None, str]:
+        compared = strip(compared_input(call), (*patterns, *relaxed.get(call.seq, ())))
         return (call.kind, call.name, call.provider, content_key(compared))
 
     def identity(call: Call) -> tuple[str, str, str | None]:
@@ -138,8 +143,8 @@ def _calls(
 
     left, right = base.calls, cand.calls
     alignment = align_calls(
-        [key(call) for call in left],
-        [key(call) for call in right],
+        [key(call, relaxed_left) for call in left],
+        [key(call, relaxed_right) for call in right],
         [identity(call) for call in left],
         [identity(call) for call in right],
     )
@@ -168,7 +173,7 @@ def _calls(
         rcall = right[ri] if ri is not None else None
         _placement(builder, status, (lcall, lref), (rcall, rref))
         if lcall is not None and rcall is not None and lref is not None and rref is not None:
-            _compare_pair(builder, lcall, rcall, lref, rref)
+            _compare_pair(builder, lcall, rcall, lref, rref, cand.tiers.get(rcall.seq))
             if status == "same" and len(builder.findings) > before:
                 status = "changed"
         aligned.append(AlignedCall(status, lref, rref))
@@ -231,22 +236,19 @@ def _input_differences(
     )
 
 
-def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rref: CallRef) -> None:
+def _compare_pair(
+    builder: _Builder,
+    left: Call,
+    right: Call,
+    lref: CallRef,
+    rref: CallRef,
+    tier: tuple[str, int, tuple[JsonPath, ...]] | None = None,
+) -> None:
     left_label, right_label = builder.labels
     named = _name(lref, rref, right_label)
     patterns = builder.policy.patterns
     if left.input_json != right.input_json:
-        differences, truncated = value_differences(
-            compared_input(left), compared_input(right), ignore=patterns
-        )
-        builder.add_paths(
-            FindingCode.CALL_INPUT_CHANGED,
-            f"{named}: input changed",
-            differences,
-            truncated,
-            baseline=lref,
-            candidate=rref,
-        )
+        _compare_inputs(builder, left, right, lref, rref, tier)
     left_error, right_error = left.error, right.error
     if (left_error is None) != (right_error is None) or (
         left_error is not None
@@ -271,6 +273,53 @@ def _compare_pair(builder: _Builder, left: Call, right: Call, lref: CallRef, rre
             f"{named}: output changed",
             differences,
             truncated,
+            baseline=lref,
+            candidate=rref,
+        )
+
+
+def _compare_inputs(
+    builder: _Builder,
+    left: Call,
+    right: Call,
+    lref: CallRef,
+    rref: CallRef,
+    tier: tuple[str, int, tuple[JsonPath, ...]] | None,
+) -> None:
+    """Input findings of a pair of calls; a replay's non-exact match tier is said as such."""
+    named = _name(lref, rref, builder.labels[1])
+    relaxed = tier[2] if tier is not None else ()
+    differences, truncated = value_differences(
+        compared_input(left), compared_input(right), ignore=(*builder.policy.patterns, *relaxed)
+    )
+    relaxed_names = {str(path) for path in relaxed}
+    builder.add_paths(
+        FindingCode.CALL_INPUT_CHANGED,
+        f"{named}: input changed",
+        [d for d in differences if d.ignored_by not in relaxed_names],
+        truncated,
+        baseline=lref,
+        candidate=rref,
+    )
+    ignored = tuple(d for d in differences if d.ignored_by in relaxed_names)
+    if ignored:
+        builder.findings.append(
+            Finding(
+                FindingCode.CALL_INPUT_RELAXED,
+                builder.policy.severity(FindingCode.CALL_INPUT_RELAXED),
+                f"{named}: input matched the recording only with match_ignore paths ignored, "
+                f"at {pluralize(len(ignored), 'path')}",
+                lref,
+                rref,
+                ignored,
+                truncated,
+            )
+        )
+    if tier is not None and tier[0] == "normalized":
+        builder.add(
+            FindingCode.CALL_INPUT_NORMALIZED,
+            f"{named}: input matched the recording after normalisation (surrounding "
+            f"whitespace, 2.0 == 2, a None-valued key == a missing key)",
             baseline=lref,
             candidate=rref,
         )

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 from sftrace._model.jsondiff import MISSING, walk_differences
 from sftrace._model.jsonpath import JsonPath, Segment, first_match, format_path
-from sftrace._model.serialize import canonical
+from sftrace._model.normalize import content_key, normalize
 
 DiffKind = Literal["structure", "value", "text"]
 
@@ -33,32 +33,10 @@ __all__ = [
     "MISSING",
     "Difference",
     "align",
+    "content_key",
     "normalize",
     "value_differences",
 ]
-
-
-# --- normalisation -----------------------------------------------------------------
-
-
-def normalize(value: Any) -> Any:
-    """The value as compared: strings stripped, integral floats as ints, and dict keys
-    whose value is ``None`` dropped (so ``2 == 2.0``, ``" ok " == "ok"`` and
-    ``{"a": None} == {}``)."""
-    if isinstance(value, dict):
-        return {key: normalize(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list | tuple):
-        return [normalize(item) for item in value]
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def content_key(value: Any) -> str:
-    """Canonical text of the normalised value: equal keys mean equal values."""
-    return canonical(normalize(value))
 
 
 # --- value differences ---------------------------------------------------------------

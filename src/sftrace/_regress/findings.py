@@ -44,6 +44,8 @@ class FindingCode(StrEnum):
     MISSING_CALL = "MISSING_CALL"
     UNEXPECTED_CALL = "UNEXPECTED_CALL"
     CALL_INPUT_CHANGED = "CALL_INPUT_CHANGED"
+    CALL_INPUT_NORMALIZED = "CALL_INPUT_NORMALIZED"
+    CALL_INPUT_RELAXED = "CALL_INPUT_RELAXED"
     CALL_OUTPUT_CHANGED = "CALL_OUTPUT_CHANGED"
     CALL_ORDER_CHANGED = "CALL_ORDER_CHANGED"
     CALL_ERROR_CHANGED = "CALL_ERROR_CHANGED"
@@ -74,6 +76,10 @@ DEFAULT_SEVERITIES: Final[Mapping[FindingCode, Severity]] = MappingProxyType(
         **{code: Severity.ERROR for code in FindingCode},
         # The wording of natural-language answers varies from run to run.
         FindingCode.OUTPUT_TEXT_CHANGED: Severity.WARNING,
+        # A replay matched a call only after normalising its input, or ignoring the
+        # match_ignore paths: said, not failed (a policy can make them errors).
+        FindingCode.CALL_INPUT_NORMALIZED: Severity.INFO,
+        FindingCode.CALL_INPUT_RELAXED: Severity.WARNING,
     }
 )
 

@@ -39,7 +39,7 @@ CODE_MAP: Final[Mapping[str, tuple[FindingCode, ...]]] = {
     "STATUS_CHANGED": (FindingCode.STATUS_CHANGED,),
     "MISSING_TOOL_CALL": (FindingCode.MISSING_CALL,),
     "UNEXPECTED_TOOL_CALL": (FindingCode.UNEXPECTED_CALL,),
-    "ARGUMENTS_NORMALIZED": (FindingCode.CALL_INPUT_CHANGED,),
+    "ARGUMENTS_NORMALIZED": (FindingCode.CALL_INPUT_NORMALIZED,),
     "TOOL_ORDER_CHANGED": (FindingCode.CALL_ORDER_CHANGED,),
     "OUTPUT_MISSING": (FindingCode.OUTPUT_MISSING,),
     "OUTPUT_STRUCTURE_CHANGED": (
@@ -118,11 +118,6 @@ def _policy(raw: Any, where: str, plan: _Plan) -> dict[str, Any]:
         else:
             for new in CODE_MAP[code]:
                 _override(converted, new.value, severity, code, where, plan)
-            if code == "ARGUMENTS_NORMALIZED":
-                plan.notes.append(
-                    f"{where}: ARGUMENTS_NORMALIZED became CALL_INPUT_CHANGED, which covers "
-                    f"every change of a call's input (sftrace has no normalized match)"
-                )
     if converted:
         policy["severity_overrides"] = converted
     return policy

@@ -10,7 +10,7 @@ leave them out.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from sftrace._bundle.load import load_bundle
@@ -46,6 +46,9 @@ class ComparedRun:
     diverged_call: int | None = None
     ended_by_divergence: bool = False
     agent_version: str | None = None
+    # For a replay: the seq of each replayed call matched at a non-exact tier -> the tier,
+    # the seq of the recorded call it matched, and the input paths the tier ignored.
+    tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = field(default_factory=dict)
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -121,6 +124,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             diverged_call=diverged_call,
             ended_by_divergence=error is not None and error is value.divergence,
             agent_version=value.agent_version,
+            tiers=_tiers(value),
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "
@@ -182,6 +186,20 @@ _LLM_VOLATILE_INPUT: Final = tuple(
         "input.*.call_id",
     )
 )
+
+
+def _tiers(result: ReplayResult) -> dict[int, tuple[str, int, tuple[JsonPath, ...]]]:
+    tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = {}
+    for matched in result.matched:
+        if matched.tier in ("normalized", "relaxed"):
+            recorded = matched.recorded
+            ignored: tuple[JsonPath, ...] = ()
+            if matched.tier == "relaxed":
+                ignored = result.options.ignored_paths(
+                    recorded.kind, recorded.name, recorded.provider
+                )
+            tiers[matched.number] = (matched.tier, recorded.seq, ignored)
+    return tiers
 
 
 def compared_input(call: Call) -> Any:

@@ -8,6 +8,9 @@ and lives next to the agent::
     entrypoint = "refund_agent:handle"    # module:function, importable from pythonpath
     pythonpath = ["."]                    # default: the suite's directory
     match = "strict"                      # or "unordered"
+    tiers = ["exact", "normalized"]       # match tiers (default; add "relaxed" with:)
+    [match_ignore]                        # input paths the relaxed tier ignores
+    llm = ["$.messages[0].content"]       # per tool name, "llm", "provider/model" or "*"
 
     [policy]                              # the suite's ComparisonPolicy
     ignore_paths = ["ticket_id"]
@@ -34,6 +37,7 @@ raises one :class:`SuiteError` naming the file and the case.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import os
 import re
@@ -54,15 +58,19 @@ from sftrace._regress.expectations import Expectations, load_expectations, load_
 from sftrace._regress.findings import ComparisonPolicy, Report
 
 if TYPE_CHECKING:
+    from sftrace._replay.options import ReplayOptions
     from sftrace._replay.run import ReplayResult
 
 SUITE_SUFFIX: Final = ".sftrace-suite.toml"
-_SUITE_KEYS: Final = ("name", "entrypoint", "pythonpath", "match", "policy", "cases")
+# Replay options a suite sets for its cases and a case may set for itself (a case's
+# value replaces the suite's); checked by ReplayOptions.build.
+_REPLAY_KEYS: Final[tuple[str, ...]] = ("match", "tiers", "match_ignore")
+_SUITE_KEYS: Final = ("name", "entrypoint", "pythonpath", *_REPLAY_KEYS, "policy", "cases")
 _CASE_KEYS: Final = (
     "name",
     "bundle",
     "entrypoint",
-    "match",
+    *_REPLAY_KEYS,
     "expected_output",
     "expected_trajectory",
     "expect",
@@ -91,7 +99,7 @@ class SuiteCase:
     bundle_path: Path
     bundle: Bundle
     entrypoint: str
-    match: MatchMode
+    options: ReplayOptions
     expectations: Expectations | None
     policy: ComparisonPolicy
     pythonpath: tuple[Path, ...]
@@ -99,6 +107,10 @@ class SuiteCase:
     @property
     def id(self) -> str:
         return f"{self.suite_name}::{self.name}"
+
+    @property
+    def match(self) -> MatchMode:
+        return self.options.match
 
     def run(self, *, entrypoint: str | None = None, agent_version: str | None = None) -> CaseResult:
         """Replay the bundle against the entrypoint (``entrypoint`` overrides the suite's)
@@ -212,7 +224,8 @@ class _Loader:
         if entrypoint is not None:
             self.entrypoint(entrypoint, None)
         pythonpath = self.pythonpath(data.get("pythonpath", ["."]))
-        match = self.match(data.get("match", "strict"), None)
+        replay: dict[str, Any] = {key: data[key] for key in _REPLAY_KEYS if key in data}
+        self.replay_options(replay, None)
         policy = self.policy(data.get("policy"), None)
         cases_data = data.get("cases")
         if not isinstance(cases_data, list) or not cases_data:
@@ -220,7 +233,7 @@ class _Loader:
         cases: list[SuiteCase] = []
         seen: set[str] = set()
         for index, raw in enumerate(cases_data, start=1):
-            case = self.case(raw, index, name, entrypoint, match, policy, pythonpath)
+            case = self.case(raw, index, name, entrypoint, replay, policy, pythonpath)
             if case.name in seen:
                 raise self.fail("duplicate case name; give each case its own name", case.name)
             seen.add(case.name)
@@ -246,9 +259,13 @@ class _Loader:
             )
         return value
 
-    def match(self, value: Any, case: str | None) -> MatchMode:
+    def replay_options(self, values: Mapping[str, Any], case: str | None) -> ReplayOptions:
+        from sftrace._replay.options import ReplayOptions
+
+        if "tiers" in values and not isinstance(values["tiers"], list):
+            raise self.fail(f"tiers must be a list of tier names, got {values['tiers']!r}", case)
         try:
-            return MatchMode.parse(value, parameter="match")
+            return ReplayOptions.build(**values)
         except ConfigError as exc:
             raise self.fail(str(exc), case) from None
 
@@ -290,7 +307,7 @@ class _Loader:
         index: int,
         suite_name: str,
         suite_entrypoint: str | None,
-        suite_match: MatchMode,
+        suite_replay: Mapping[str, Any],
         suite_policy: ComparisonPolicy | None,
         pythonpath: tuple[Path, ...],
     ) -> SuiteCase:
@@ -306,7 +323,8 @@ class _Loader:
                 "no entrypoint: set 'entrypoint' at the top of the suite or in the case", name
             )
         entrypoint = self.entrypoint(entrypoint, name)
-        match = self.match(raw["match"], name) if "match" in raw else suite_match
+        replay = {**suite_replay, **{key: raw[key] for key in _REPLAY_KEYS if key in raw}}
+        options = self.replay_options(replay, name)
         if "bundle" not in raw:
             raise self.fail("missing 'bundle' (the path of a .sftrace bundle)", name)
         bundle_path = self.file(raw["bundle"], "bundle", name)
@@ -323,7 +341,7 @@ class _Loader:
             bundle_path=bundle_path,
             bundle=bundle,
             entrypoint=entrypoint,
-            match=match,
+            options=options,
             expectations=expectations,
             policy=policy,
             pythonpath=pythonpath,
@@ -417,7 +435,7 @@ def python_path(directories: Iterable[Path]) -> Iterator[None]:
 
 
 def _run_case(case: SuiteCase, entrypoint: str | None, agent_version: str | None) -> CaseResult:
-    from sftrace._replay.options import ReplayOptions
+    from sftrace._record.manual import check_agent_version
     from sftrace._replay.run import resolve_entrypoint, run_replay
 
     started = time.perf_counter()
@@ -425,7 +443,9 @@ def _run_case(case: SuiteCase, entrypoint: str | None, agent_version: str | None
     try:
         with python_path(case.pythonpath):
             target = resolve_entrypoint(target_name)
-            options = ReplayOptions.build(match=case.match, agent_version=agent_version)
+            options = dataclasses.replace(
+                case.options, agent_version=check_agent_version(agent_version)
+            )
             result = run_replay(case.bundle, target, options)
         report = compare(case.bundle, result, case.policy, expect=case.expectations)
     except Exception as exc:  # the case could not run; report it, keep running the rest

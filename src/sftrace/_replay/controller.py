@@ -21,11 +21,13 @@ from sftrace._errors import (
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
+from sftrace._model.jsonpath import strip
+from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.intercept import Action, Decision, Reached
-from sftrace._replay.options import ReplayOptions
+from sftrace._replay.options import MatchTier, ReplayOptions
 from sftrace._replay.rebuild import rebuild_exception
 
 
@@ -36,9 +38,17 @@ class MatchedCall:
     number: int  # 1-based position among reached calls
     recorded: Call
     action: str  # "substituted", "executed", "derived", "manual" or "refused"
+    # How the reached input matched the recorded one ("exact", "normalized", "relaxed");
+    # None for a call paired by position only (a live LLM call in hybrid mode).
+    tier: MatchTier | None = None
+    # For a non-exact tier: where the inputs differ, as (path, recorded, reached).
+    differences: tuple[tuple[str, Any, Any], ...] = ()
 
 
-def _identity(call: Call | Reached) -> tuple[str, str, str | None]:
+Identity = tuple[str, str, str | None]
+
+
+def _identity(call: Call | Reached) -> Identity:
     return (call.kind, call.name, call.provider)
 
 
@@ -69,12 +79,18 @@ class ReplayController:
         self._lock = threading.Lock()
         self._decisions: dict[int, Decision] = {}
         self.spans: list[Any] = []  # the replay's own finished spans (ReadableSpan)
-        self._by_key: dict[tuple[str, str, str | None, str], deque[int]] = defaultdict(deque)
+        self.tiers = options.tiers
+        # per tier: (kind, name, provider, key of the input) -> unused recorded indexes
+        self._by_key: dict[MatchTier, dict[tuple[Identity, str], deque[int]]] = {}
         self.covered: list[Call] = []  # recorded calls inside a substituted call
         self._inner = _inner_calls(calls, span_parents or {})
         if self.match is MatchMode.UNORDERED:
-            for index, call in enumerate(calls):
-                self._by_key[(*_identity(call), call.input_json)].append(index)
+            for tier in self.tiers:
+                index_of: dict[tuple[Identity, str], deque[int]] = defaultdict(deque)
+                for index, call in enumerate(calls):
+                    key = self._key(tier, _identity(call), call.input, call.input_json)
+                    index_of[(_identity(call), key)].append(index)
+                self._by_key[tier] = index_of
 
     # -- the processor stores decisions by span id; the interceptor takes them ------------
     def store(self, span_id: int, decision: Decision) -> None:
@@ -98,7 +114,7 @@ class ReplayController:
             if self._is_live_llm(reached):
                 return self._live_llm(number, reached)
             try:
-                index = self._find(number, reached)
+                index, tier = self._find(number, reached)
             except ReplayError as exc:
                 self._diverge(exc)
                 return Decision(Action.RAISE, error=exc)
@@ -113,7 +129,10 @@ class ReplayController:
             label = decision.action.value
             if decision.recorded_failure:
                 label = Action.RETURN.value
-            self.matched.append(MatchedCall(number, recorded, label))
+            diffs: tuple[tuple[str, Any, Any], ...] = ()
+            if tier != "exact":
+                diffs = tuple(differences(recorded.input, loads(reached.input_json)))
+            self.matched.append(MatchedCall(number, recorded, label, tier, diffs))
             if decision.action is Action.RAISE and not decision.recorded_failure:
                 assert isinstance(decision.error, ReplayError)
                 self._diverge(decision.error)
@@ -159,13 +178,37 @@ class ReplayController:
                     break
         return Decision(Action.EXECUTE)
 
-    def _find(self, number: int, reached: Reached) -> int:
+    def _key(self, tier: MatchTier, identity: Identity, value: Any, text: str) -> str:
+        """What must be equal for two inputs of calls with this identity to match at ``tier``."""
+        if tier == "exact":
+            return text
+        if tier == "relaxed":
+            value = strip(value, self.options.ignored_paths(*identity))
+        return content_key(value)
+
+    def _tier_of(self, recorded: Call, reached: Reached, reached_input: Any) -> MatchTier | None:
+        """The first tier at which ``reached`` matches ``recorded``, if any."""
+        identity = _identity(reached)
+        if _identity(recorded) != identity:
+            return None
+        for tier in self.tiers:
+            want = self._key(tier, identity, recorded.input, recorded.input_json)
+            if want == self._key(tier, identity, reached_input, reached.input_json):
+                return tier
+        return None
+
+    def _find(self, number: int, reached: Reached) -> tuple[int, MatchTier]:
+        """The recorded call ``reached`` matches and the tier it matched at, or raise."""
+        reached_input = loads(reached.input_json)
         if self.match is MatchMode.UNORDERED:
-            queue = self._by_key.get((*_identity(reached), reached.input_json))
-            while queue:
-                index = queue.popleft()
-                if not self._used[index]:
-                    return index
+            identity = _identity(reached)
+            for tier in self.tiers:  # the tier decides before the position
+                key = self._key(tier, identity, reached_input, reached.input_json)
+                queue = self._by_key[tier].get((identity, key))
+                while queue:
+                    index = queue.popleft()
+                    if not self._used[index]:
+                        return index, tier
             if all(self._used):
                 raise self._exhausted(number, reached)
             raise self._mismatch(number, reached, self._nearest(reached), unordered=True)
@@ -174,10 +217,11 @@ class ReplayController:
         if self._next >= len(self.calls):
             raise self._exhausted(number, reached)
         recorded = self.calls[self._next]
-        if _identity(recorded) != _identity(reached) or recorded.input_json != reached.input_json:
+        found = self._tier_of(recorded, reached, reached_input)
+        if found is None:
             raise self._mismatch(number, reached, recorded, unordered=False)
         self._next += 1
-        return self._next - 1
+        return self._next - 1, found
 
     def _nearest(self, reached: Reached) -> Call | None:
         unused = [c for c, used in zip(self.calls, self._used, strict=True) if not used]

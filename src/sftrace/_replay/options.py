@@ -8,17 +8,22 @@ keep explicit keyword-only parameters for users; each builds one ``ReplayOptions
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from sftrace._errors import ConfigError
 from sftrace._model.calls import Call
+from sftrace._model.jsonpath import JsonPath, parse_paths
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._record.manual import check_agent_version
 
 ManualHandler = Callable[[Call], Any]
+MatchTier = Literal["exact", "normalized", "relaxed"]
+# The tiers in the order a call is tried against them.
+TIERS: Final[tuple[MatchTier, ...]] = ("exact", "normalized", "relaxed")
+DEFAULT_TIERS: Final[tuple[MatchTier, ...]] = ("exact", "normalized")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,18 @@ class ReplayOptions:
     save: Path | None = None
     overwrite: bool = False
     agent_version: str | None = None
+    tiers: tuple[MatchTier, ...] = DEFAULT_TIERS
+    # tool name, "llm", "provider/model" or "*" -> the input paths the relaxed tier ignores
+    match_ignore: Mapping[str, tuple[JsonPath, ...]] = field(default_factory=dict)
+
+    def ignored_paths(self, kind: str, name: str, provider: str | None) -> tuple[JsonPath, ...]:
+        """The input paths the relaxed tier ignores for a call of this kind and name."""
+        keys = ["*"]
+        if kind == "llm":
+            keys += ["llm", f"{provider}/{name}"]
+        else:
+            keys.append(name)
+        return tuple(path for key in keys for path in self.match_ignore.get(key, ()))
 
     @classmethod
     def build(
@@ -46,6 +63,8 @@ class ReplayOptions:
         save: str | os.PathLike[str] | None = None,
         overwrite: bool = False,
         agent_version: str | None = None,
+        tiers: Iterable[str] | None = None,
+        match_ignore: Mapping[str, Iterable[str]] | None = None,
     ) -> ReplayOptions:
         """Check the options as users pass them; raise ``ConfigError`` naming the bad one."""
         parsed_mode = ReplayMode.parse(mode, parameter="mode")
@@ -64,6 +83,7 @@ class ReplayOptions:
             )
         if manual is not None and not callable(manual):
             raise ConfigError(f"manual must be a callable taking the recorded Call, got {manual!r}")
+        ignore = _match_ignore(match_ignore)
         return cls(
             mode=parsed_mode,
             match=parsed_match,
@@ -73,6 +93,8 @@ class ReplayOptions:
             save=Path(save) if save is not None else None,
             overwrite=overwrite,
             agent_version=check_agent_version(agent_version),
+            tiers=_tiers(tiers, relaxed=bool(ignore)),
+            match_ignore=ignore,
         )
 
 
@@ -82,6 +104,57 @@ def _names(names: Iterable[str] | None) -> tuple[str, ...]:
     if isinstance(names, str):
         return (names,)
     return tuple(names)
+
+
+def _tiers(tiers: Iterable[str] | None, *, relaxed: bool) -> tuple[MatchTier, ...]:
+    """The tiers in matching order; ``relaxed`` is added by default when paths are ignored."""
+    if tiers is None:
+        return (*DEFAULT_TIERS, "relaxed") if relaxed else DEFAULT_TIERS
+    given = _names(tiers)
+    for tier in given:
+        if tier not in TIERS:
+            raise ConfigError(
+                f"unknown match tier {tier!r} in tiers={list(given)!r}; expected some of "
+                f"{list(TIERS)!r}, for example tiers=('exact',) to match inputs byte for byte"
+            )
+    if "exact" not in given:
+        raise ConfigError(
+            f"tiers={list(given)!r} must include 'exact' (an identical input always matches)"
+        )
+    if "relaxed" in given and not relaxed:
+        raise ConfigError(
+            f"tiers={list(given)!r} include 'relaxed' but match_ignore is empty; name the "
+            f"input paths to ignore, e.g. match_ignore={{'llm': ['$.messages[0].content']}}"
+        )
+    if relaxed and "relaxed" not in given:
+        raise ConfigError(
+            f"match_ignore is given but tiers={list(given)!r} leave out 'relaxed'; add "
+            f"'relaxed' to tiers or drop match_ignore"
+        )
+    return tuple(tier for tier in TIERS if tier in given)
+
+
+def _match_ignore(
+    match_ignore: Mapping[str, Iterable[str]] | None,
+) -> Mapping[str, tuple[JsonPath, ...]]:
+    if match_ignore is None:
+        return {}
+    if not isinstance(match_ignore, Mapping):
+        raise ConfigError(
+            f"match_ignore must map a tool name, 'llm', 'provider/model' or '*' to a list of "
+            f"JSON paths, got {match_ignore!r}"
+        )
+    checked: dict[str, tuple[JsonPath, ...]] = {}
+    for key, paths in match_ignore.items():
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigError(
+                f"match_ignore keys must be a tool name, 'llm', 'provider/model' or '*', "
+                f"got {key!r}"
+            )
+        parsed = parse_paths(paths, what=f"match_ignore[{key!r}] path")
+        if parsed:
+            checked[key] = parsed
+    return checked
 
 
 def _live_llms(live_llms: Iterable[str] | None) -> tuple[str, ...]:
@@ -95,4 +168,4 @@ def _live_llms(live_llms: Iterable[str] | None) -> tuple[str, ...]:
     return checked
 
 
-__all__ = ["ManualHandler", "ReplayOptions"]
+__all__ = ["DEFAULT_TIERS", "TIERS", "ManualHandler", "MatchTier", "ReplayOptions"]

@@ -9,7 +9,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -56,6 +56,7 @@ class ReplayResult:
     bundle: Bundle
     saved_path: Path | None = None
     agent_version: str | None = None
+    options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
     _calls: list[Call] | None = field(default=None, repr=False)
 
     @property
@@ -74,6 +75,19 @@ class ReplayResult:
     def _repr_html_(self) -> str | None:
         """In a notebook, the replay's HTML report (see ``sftrace.render_html``)."""
         return repr_html(self)
+
+    @property
+    def match_counts(self) -> dict[str, int]:
+        """How many reached calls matched at each tier, ran live, and how many recorded
+        calls went unused: ``{"exact", "normalized", "relaxed", "live", "unused"}``."""
+        counts = dict.fromkeys(("exact", "normalized", "relaxed", "live"), 0)
+        for matched in self.matched:
+            if matched.action == "live":
+                counts["live"] += 1
+            elif matched.tier is not None:
+                counts[matched.tier] += 1
+        counts["unused"] = len(self.unused)
+        return counts
 
     @property
     def reproduced(self) -> bool:
@@ -176,6 +190,7 @@ def _result(
         bundle=recorded,
         saved_path=session.saved_path,
         agent_version=session.options.agent_version or recorded.manifest.agent_version,
+        options=session.options,
     )
 
 
@@ -191,6 +206,8 @@ def replay_run(
     save: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     agent_version: str | None = None,
+    tiers: Iterable[str] | None = None,
+    match_ignore: Mapping[str, Iterable[str]] | None = None,
 ) -> ReplayResult:
     """Replay ``bundle`` by calling the agent's own ``entrypoint``; never raises its errors.
 
@@ -213,6 +230,8 @@ def replay_run(
         save=save,
         overwrite=overwrite,
         agent_version=agent_version,
+        tiers=tiers,
+        match_ignore=match_ignore,
     )
     return run_replay(bundle, target, options)
 
@@ -248,6 +267,8 @@ async def areplay_run(
     save: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     agent_version: str | None = None,
+    tiers: Iterable[str] | None = None,
+    match_ignore: Mapping[str, Iterable[str]] | None = None,
 ) -> ReplayResult:
     """The async twin of :func:`replay_run`, awaiting an async entrypoint in this loop."""
     target = resolve_entrypoint(entrypoint)
@@ -260,6 +281,8 @@ async def areplay_run(
         save=save,
         overwrite=overwrite,
         agent_version=agent_version,
+        tiers=tiers,
+        match_ignore=match_ignore,
     )
     return await arun_replay(bundle, target, options)
 

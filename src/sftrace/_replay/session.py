@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -272,6 +272,8 @@ def replay(
     match: MatchMode | str = MatchMode.STRICT,
     manual: ManualHandler | None = None,
     agent_version: str | None = None,
+    tiers: Iterable[str] | None = None,
+    match_ignore: Mapping[str, Iterable[str]] | None = None,
 ) -> ReplaySession:
     """Replay a recorded run: every instrumented call is answered from the bundle.
 
@@ -296,6 +298,15 @@ def replay(
             recorded ``Call``, returns the value to use.
         agent_version: the version of the agent being replayed (the code under test),
             carried by the replayed run; default: the recorded run's version.
+        tiers: how a reached call's input may differ from the recorded one, tried in
+            order: ``"exact"`` (the same canonical JSON), ``"normalized"`` (equal after
+            stripping strings, ``2.0 == 2`` and a ``None``-valued key == a missing key),
+            ``"relaxed"`` (equal once the ``match_ignore`` paths are removed). Default
+            ``("exact", "normalized")``, plus ``"relaxed"`` when ``match_ignore`` is
+            given; ``("exact",)`` turns tolerance off. Each matched call records its tier.
+        match_ignore: input paths the relaxed tier ignores, keyed by tool name, by
+            ``"llm"`` or ``"provider/model"`` for LLM calls, or ``"*"`` for every call:
+            ``{"llm": ["$.messages[0].content"], "*": ["$.request_id"]}``.
     """
     options = ReplayOptions.build(
         mode=mode,
@@ -304,5 +315,7 @@ def replay(
         match=match,
         manual=manual,
         agent_version=agent_version,
+        tiers=tiers,
+        match_ignore=match_ignore,
     )
     return ReplaySession(bundle_or_path, options)
