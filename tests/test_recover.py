@@ -26,6 +26,7 @@ from click.testing import CliRunner
 import sftrace
 from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool
 from sftrace._bundle.format import HEADER_FILE, JOURNAL_FILE, PARTIAL_SUFFIX
+from sftrace._bundle.partial import unfinished_recordings
 from sftrace._cli.main import cli
 from sftrace._cli.safety import register
 
@@ -571,3 +572,78 @@ def test_huge_sequence_numbers_do_not_blow_up_recovery(
     [note] = [n for n in bundle.manifest.notes if "are not in the journal" in n]
     assert note.startswith("calls 4, 6, 7,")
     assert f"and {2**62 - 5 - 20} more" in note
+
+
+def _killed_while_replacing(tmp_path: Path, *, overwrite: bool) -> tuple[Path, Path, str]:
+    """A finished bundle d/r.sftrace, then a run started to replace it (``overwrite``)
+    and killed mid-run: its journal directory beside the old bundle."""
+    directory = tmp_path / "d"
+    old = directory / "r.sftrace"
+    with record("old", output=old):
+        lookup("Faro")
+    holder: dict[str, Path] = {}
+
+    @trace_tool
+    def dies(city: str) -> None:
+        holder["partial"] = snapshot(session, directory)
+
+    with record("new", output=tmp_path / "live" / "r.sftrace", overwrite=overwrite) as session:
+        lookup("Lagos")
+        dies("Lagos")
+    assert session.run_id is not None
+    return old, holder["partial"], session.run_id
+
+
+def test_run_killed_while_replacing_a_bundle_is_recovered_by_its_path(tmp_path: Path) -> None:
+    """The bundle's path finds the newer interrupted run beside it: load_bundle(...,
+    allow_partial=True) returns it, and recover replaces the old bundle as the run's
+    own overwrite=True allowed, saying which run it restored."""
+    old, partial, run_id = _killed_while_replacing(tmp_path, overwrite=True)
+    assert load_bundle(old, allow_partial=True).run_id == run_id
+    assert recover_bundle(old) == old
+    bundle = load_bundle(old, verify_integrity=True)
+    assert (bundle.run_id, bundle.status) == (run_id, "interrupted")
+    notes = "\n".join(bundle.manifest.notes)
+    assert f"the interrupted run {run_id!r}" in notes
+    assert "as the run's own overwrite=True asked" in notes
+    assert not partial.exists()
+
+
+def test_run_that_could_not_overwrite_does_not_replace_by_recovery(tmp_path: Path) -> None:
+    """A run started without overwrite=True never replaces the bundle on recovery
+    (unless asked); the old bundle stays as it was."""
+    old, partial, _ = _killed_while_replacing(tmp_path, overwrite=False)
+    before = (old / "manifest.json").read_bytes()
+    with pytest.raises(BundleError, match="already exists"):
+        recover_bundle(old)
+    assert (old / "manifest.json").read_bytes() == before
+    assert partial.exists()
+
+
+def test_bundle_written_after_the_run_started_is_never_replaced(tmp_path: Path) -> None:
+    """A bundle written at the path after the interrupted run started is the newer one:
+    recovery by path leaves it, and recovering the journal keeps the run beside it."""
+    old, partial, run_id = _killed_while_replacing(tmp_path, overwrite=True)
+    with record("later", output=old, overwrite=True):
+        lookup("Sintra")
+    later = (old / "manifest.json").read_bytes()
+    assert load_bundle(old, allow_partial=True).agent_name == "later"
+    with pytest.raises(BundleError, match="nothing to recover"):
+        recover_bundle(old)
+    kept = recover_bundle(partial)
+    assert kept == old.with_name(f"r.{run_id}.sftrace")
+    assert load_bundle(kept).run_id == run_id
+    assert (old / "manifest.json").read_bytes() == later
+
+
+def test_a_bundle_swapped_out_by_a_replacement_is_not_a_run_to_recover(tmp_path: Path) -> None:
+    """What a replacement swapped out (the old bundle, left in the new run's directory by
+    a kill before it was deleted) is not resurrected as a run."""
+    old, partial, _ = _killed_while_replacing(tmp_path, overwrite=True)
+    shutil.rmtree(partial)
+    shutil.copytree(old, partial)  # the old bundle under the new run's directory name
+    assert unfinished_recordings(old) == []
+    assert unfinished_recordings(old.parent) == []
+    with pytest.raises(BundleError, match="nothing to recover"):
+        recover_bundle(old)
+    assert load_bundle(old, allow_partial=True).agent_name == "old"

@@ -32,6 +32,24 @@ def bundle_name(agent_name: str, run_id: str) -> str:
     return f"{safe_file_stem(agent_name)}-{safe_file_stem(run_id)}{BUNDLE_SUFFIX}"
 
 
+def unique_bundle_name(name: str, run_id: str) -> str:
+    """``name`` with the run id before its ``.sftrace`` suffix (``r.sftrace`` ->
+    ``r.<run_id>.sftrace``): where a run is kept when its own name is taken."""
+    stem = name[: -len(BUNDLE_SUFFIX)] if name.endswith(BUNDLE_SUFFIX) else name
+    return f"{stem}.{safe_file_stem(run_id)}{BUNDLE_SUFFIX}"
+
+
+def parse_utc(text: object) -> _dt.datetime | None:
+    """A time as ``manifest.utc_iso`` writes it, or None when it is not one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
 def is_plain_name(name: object) -> bool:
     """True for a name that stays inside its directory and hides nothing: one path
     component, not ``.`` or ``..``, no NUL, not hidden, not an unfinished recording's."""

@@ -9,6 +9,7 @@ directory behind; :func:`read_partial` turns it back into a run (see ``rebuild``
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import os
 import stat
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 
 from sftrace._bundle.checks import parse_checksums
-from sftrace._bundle.files import read_optional_file
+from sftrace._bundle.files import read_json_object, read_optional_file
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
     FORMAT_NAME,
@@ -31,7 +32,7 @@ from sftrace._bundle.format import (
     SPANS_FILE,
 )
 from sftrace._bundle.manifest import HEX32, Manifest
-from sftrace._bundle.names import bundle_name, is_plain_name
+from sftrace._bundle.names import bundle_name, is_plain_name, parse_utc
 from sftrace._bundle.reader import spans_from_data
 from sftrace._bundle.rebuild import Recovered, rebuild
 from sftrace._errors import BundleError
@@ -64,9 +65,49 @@ def unfinished_recordings(path: Path) -> list[Path]:
 
 
 def _is_recording(path: Path) -> bool:
-    # Skip what place_directory leaves while replacing a bundle, and our own temp dirs.
+    """Not what place_directory leaves while replacing a bundle, nor our own temporary
+    directories, nor an old bundle a replacement swapped out (its run id is not the
+    recording's): none of those is a run to recover."""
     name = path.name
-    return not name.endswith(f".replaced{PARTIAL_SUFFIX}") and ".recovering-" not in name
+    if name.endswith(f".replaced{PARTIAL_SUFFIX}") or ".recovering-" in name:
+        return False
+    if os.path.lexists(path / HEADER_FILE) or not os.path.lexists(path / MANIFEST_FILE):
+        return True
+    try:
+        run_id = read_json_object(path, MANIFEST_FILE, MAX_MANIFEST_BYTES).get("run_id")
+    except BundleError:
+        return True  # damaged: let recovery say what is wrong with it
+    return isinstance(run_id, str) and name.endswith(f".{run_id}{PARTIAL_SUFFIX}")
+
+
+def recording_started(partial: Path) -> _dt.datetime | None:
+    """When the run recorded in ``partial`` started (its header's ``created_at``)."""
+    for name in (HEADER_FILE, MANIFEST_FILE):
+        try:
+            started = parse_utc(
+                read_json_object(partial, name, MAX_MANIFEST_BYTES).get("created_at")
+            )
+        except BundleError:
+            continue
+        if started is not None:
+            return started
+    return None
+
+
+def bundle_ended(path: Path) -> _dt.datetime | None:
+    """When the run of the finished bundle at ``path`` ended (None: not readable)."""
+    try:
+        raw = read_json_object(path, MANIFEST_FILE, MAX_MANIFEST_BYTES)
+    except BundleError:
+        return None
+    return parse_utc(raw.get("ended_at")) or parse_utc(raw.get("created_at"))
+
+
+def started_after(partial: Path, bundle: Path) -> bool:
+    """True when the run in ``partial`` started after the bundle at ``bundle`` was
+    finished: it is the newer of the two (unknown times count as not newer)."""
+    started, ended = recording_started(partial), bundle_ended(bundle)
+    return started is not None and ended is not None and started > ended
 
 
 def _glob_escape(name: str) -> str:
@@ -86,8 +127,13 @@ def find_partial(path: Path) -> Path | None:
     Raises ``BundleError`` when several match (the caller must choose one).
     """
     if path.exists() and not is_partial(path):
-        return None  # a finished bundle (or not a bundle): the normal loader decides
-    candidates = unfinished_recordings(path)
+        if not (path / MANIFEST_FILE).exists():
+            return None  # not a bundle: the normal loader decides
+        # A finished bundle: a run that was replacing it and started after it was
+        # written is newer (killed while overwriting it); an older one is not.
+        candidates = [p for p in unfinished_recordings(path) if started_after(p, path)]
+    else:
+        candidates = unfinished_recordings(path)
     if not candidates:
         return None
     if len(candidates) > 1:
@@ -182,6 +228,7 @@ def _finished_bundle(partial: Path) -> Recovered | None:
         lines=[line for line in spans.split(b"\n") if line],
         final_name=_final_name_from_partial(partial, manifest),
         calls=len(bundle.calls),
+        started_at=manifest.created_at,
     )
 
 

@@ -46,6 +46,9 @@ class Recovered:
     final_name: str
     calls: int = 0
     lost_calls: list[int] = field(default_factory=list)
+    # What the run was started with: may it replace an existing bundle, and when.
+    overwrite: bool = False
+    started_at: str | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -198,6 +201,8 @@ def rebuild(partial: Path, header: dict[str, Any]) -> Recovered:
         final_name=_final_name(header, manifest),
         calls=len(calls),
         lost_calls=lost,
+        overwrite=header.get("overwrite") is True,
+        started_at=header.get("created_at") if isinstance(header.get("created_at"), str) else None,
     )
 
 

@@ -11,6 +11,7 @@ refused: it is a recording in progress, not a crashed one.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import secrets
@@ -30,7 +31,8 @@ from sftrace._bundle.format import (
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
-from sftrace._bundle.partial import find_partial, read_partial
+from sftrace._bundle.names import unique_bundle_name
+from sftrace._bundle.partial import find_partial, read_partial, started_after
 from sftrace._bundle.reader import load_finished_bundle
 from sftrace._bundle.rebuild import Recovered
 from sftrace._bundle.writer import (
@@ -100,7 +102,16 @@ def recover_bundle(
         )
     _check_not_live(partial)
     recovered = read_partial(partial)
-    target = Path(output) if output is not None else partial.parent / recovered.final_name
+    if partial != given and (given / MANIFEST_FILE).exists():
+        recovered = _noted(
+            recovered,
+            f"found by the path of the bundle it was replacing ({given}): the interrupted run "
+            f"{recovered.manifest.run_id!r}, started {recovered.started_at}",
+        )
+    if output is not None:
+        target = Path(output)
+    else:
+        target, overwrite, recovered = _own_target(partial, recovered, overwrite)
     check_bundle_target(
         target,
         overwrite=overwrite,
@@ -110,6 +121,38 @@ def recover_bundle(
     _write(recovered, target, overwrite=overwrite)
     shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def _own_target(
+    partial: Path, recovered: Recovered, overwrite: bool
+) -> tuple[Path, bool, Recovered]:
+    """Where a run goes by default: the path it was recording to, and whether it may
+    replace what is there.
+
+    An existing bundle there is replaced as the run itself allowed (it was started with
+    ``overwrite=True``), and only when that bundle was written before the run started.
+    A bundle written after the run started is never replaced: the run is recovered
+    beside it under its own name (and the notes say so).
+    """
+    target = partial.parent / recovered.final_name
+    if not (target / MANIFEST_FILE).exists():
+        return target, overwrite, recovered
+    if started_after(partial, target):
+        if recovered.overwrite:
+            note = f"it replaces the bundle at {target}, as the run's own overwrite=True asked"
+            return target, True, _noted(recovered, note)
+        return target, overwrite, recovered
+    kept = target.with_name(unique_bundle_name(target.name, recovered.manifest.run_id))
+    note = (
+        f"the bundle at {target} was written after this run started and is kept; this run "
+        f"was recovered as {kept.name}"
+    )
+    return kept, False, _noted(recovered, note)
+
+
+def _noted(recovered: Recovered, note: str) -> Recovered:
+    manifest = recovered.manifest.with_notes([*recovered.manifest.notes, note])
+    return dataclasses.replace(recovered, manifest=manifest)
 
 
 def _write(recovered: Recovered, target: Path, *, overwrite: bool) -> None:

@@ -31,7 +31,6 @@ except ImportError:  # pragma: no cover - not POSIX
 from sftrace._bundle.checks import checksums_text
 from sftrace._bundle.files import read_json_object
 from sftrace._bundle.format import (
-    BUNDLE_SUFFIX,
     CHECKSUMS_FILE,
     HEADER_FILE,
     JOURNAL_FILE,
@@ -41,7 +40,7 @@ from sftrace._bundle.format import (
     SPANS_FILE,
 )
 from sftrace._bundle.manifest import Manifest
-from sftrace._bundle.names import safe_file_stem
+from sftrace._bundle.names import unique_bundle_name
 from sftrace._errors import BundleError
 from sftrace._internal import logger
 
@@ -159,7 +158,7 @@ class BundleWriter:
         except FileExistsError:
             # Another run took the path since this one started (two processes recording
             # to the same output): keep this run beside it, under its own name.
-            kept = final_path.with_name(_unique_name(final_path.name, manifest.run_id))
+            kept = final_path.with_name(unique_bundle_name(final_path.name, manifest.run_id))
             place_directory(partial, kept, overwrite=False)
             logger.warning(
                 "sftrace: %s was written by another run while this one recorded; this run's "
@@ -189,13 +188,6 @@ class BundleWriter:
         finally:
             os.close(journal_fd)
         return digest.hexdigest()
-
-
-def _unique_name(name: str, run_id: str) -> str:
-    """``name`` with the run id before its ``.sftrace`` suffix: ``r.sftrace`` ->
-    ``r.<run_id>.sftrace``."""
-    stem = name[: -len(BUNDLE_SUFFIX)] if name.endswith(BUNDLE_SUFFIX) else name
-    return f"{stem}.{safe_file_stem(run_id)}{BUNDLE_SUFFIX}"
 
 
 def place_directory(source: Path, target: Path, *, overwrite: bool) -> None:

@@ -85,7 +85,7 @@ class BundleSpanExporter(SpanExporter):
 
         Raises ``OSError`` when the journal cannot be created (the caller reports it).
         """
-        full_header = journal_header(trace_id, final_name=path.name, **header)
+        full_header = journal_header(trace_id, final_name=path.name, overwrite=overwrite, **header)
         writer = BundleWriter(partial_dir_for(path, str(header.get("run_id"))), full_header)
         with self._lock:
             self._runs[trace_id] = _Run(writer, full_header, path, overwrite)

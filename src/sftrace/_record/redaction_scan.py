@@ -26,9 +26,10 @@ a string is in its JSON text too (a ``\\u`` or ``\\/`` escape makes the text sus
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from sftrace._record.redaction_rules import RUN_CHARACTERS, Rule
@@ -67,8 +68,7 @@ _RUN_TABLE = bytes(ord("a") if chr(b) in RUN_CHARACTERS else ord(" ") for b in r
 # images, blobs); rules that can match there are searched by their ``inside`` literals.
 LONG_RUN = 256
 HEAD = 32  # more than the longest keyword
-# Characters whose presence switches rules on (Rule.requires), tested one by one.
-_GATES = "-_.=:A"
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 def fold(text: str) -> str | None:
@@ -124,6 +124,29 @@ class Survey:
     needles: frozenset[str] | _All
     inside: bool = True
     shapes: bool = True
+    _narrowed: dict[frozenset[str], tuple[tuple[_Needle, ...], ...]] = field(
+        default_factory=dict, compare=False, hash=False
+    )
+
+    def narrow(
+        self, gates: frozenset[str], *needle_sets: tuple[_Needle, ...]
+    ) -> tuple[tuple[_Needle, ...], ...]:
+        """The needles (of a string with these ``gates``) that can find anything: those
+        a needle found in the JSON text starts or is started by (the keywords of texts
+        with other characters merge into other needles)."""
+        narrowed = self._narrowed.get(gates)
+        if narrowed is None:
+            narrowed = tuple(
+                tuple(needle for needle in needles if self._wants(needle.text))
+                for needles in needle_sets
+            )
+            self._narrowed[gates] = narrowed
+        return narrowed
+
+    def _wants(self, needle: str) -> bool:
+        if isinstance(self.needles, _All):
+            return True
+        return any(needle.startswith(n) or n.startswith(needle) for n in self.needles)
 
 
 class _All:
@@ -170,6 +193,15 @@ class Scanner:
         for index, rule in enumerate(self.rules):
             for literal in rule.inside:
                 self._inside[literal] = (*self._inside.get(literal, ()), index)
+        # The characters whose presence is tested (one fast search each): required ones,
+        # and every non-letter of a keyword and character of an exact literal.
+        self._gates = "".join(
+            sorted(
+                {char for rule in self.rules for char in rule.requires}
+                | {char for rule in self.rules for k in rule.keywords for char in k} - _LETTERS
+                | {char for rule in self.rules for literal in rule.inside for char in literal}
+            )
+        )
         anchors = {char for rule in self.rules for char in rule.anchor}
         if key_needles:
             anchors.add(":")  # a member name ends with '":'
@@ -185,10 +217,11 @@ class Scanner:
             free: dict[str, list[int]] = {}
             anchored: dict[str, list[int]] = {}
             for index, rule in enumerate(self.rules):
-                if rule.requires and not gates.intersection(rule.requires):
-                    continue
+                if rule.inside or (rule.requires and not gates.intersection(rule.requires)):
+                    continue  # (rules with exact literals are searched by them)
                 for keyword in rule.keywords:
-                    (anchored if rule.anchor else free).setdefault(keyword, []).append(index)
+                    if set(keyword) - _LETTERS <= gates:  # its other characters are there
+                        (anchored if rule.anchor else free).setdefault(keyword, []).append(index)
             needles = (_merge(free), _merge(anchored))
             self._needle_sets[gates] = needles
         return needles
@@ -253,21 +286,23 @@ class Scanner:
         low = fold(view.text)
         if low is None:
             return None
-        gates = frozenset(gate for gate in _GATES if gate in text)
+        gates = frozenset(gate for gate in self._gates if gate in text)
         free, anchored = self._needles(gates)
+        if survey is not None:
+            free, anchored = survey.narrow(gates, free, anchored)
         found: dict[int, list[int]] = {}
         windows = self._anchor_windows(low) if anchored else None
         if windows is None:
             free, anchored = free + anchored, ()
-        only = survey.needles if survey is not None else None
         for needle in free:
-            if only is None or needle.text in only:
-                _find(low, needle, found, view)
-        for needle in anchored:
-            if windows is not None and (only is None or needle.text in only):
+            _find(low, needle, found, view)
+        if windows is not None:
+            for needle in anchored:
                 _find(windows.text, needle, found, windows, view)
-        if view.cut and (survey is None or survey.inside):
+        if survey is None or survey.inside:
             for literal, indexes in self._inside.items():
+                if not gates.issuperset(literal):
+                    continue
                 at = text.find(literal)
                 while at != -1:
                     for index in indexes:
@@ -290,7 +325,7 @@ class Scanner:
         low = fold(view.text)
         if low is None:
             return EVERYTHING
-        gates = frozenset(gate for gate in _GATES if gate in json_text)
+        gates = frozenset(gate for gate in self._gates if gate in json_text)
         free, anchored = self._needles(gates)
         found = {needle.text for needle in free if needle.text in low}
         windows = self._anchor_windows(low, key_quotes=True)
@@ -301,7 +336,7 @@ class Scanner:
         where = low if windows is None else windows.text
         found.update(needle.text for needle in anchored if needle.text in where)
         keys = not found and any(needle in where for needle in extra)
-        inside = view.cut and any(literal in json_text for literal in self._inside)
+        inside = any(gates.issuperset(literal) and literal in json_text for literal in self._inside)
         shapes = any(shape_runs(classes, length, json_text) for length, _ in self._shapes)
         if found or keys or inside or shapes:
             return Survey(frozenset(found), inside, shapes)
@@ -362,12 +397,27 @@ def _find(hay: str, needle: _Needle, found: dict[int, list[int]], *views: _View)
         at = hay.find(needle.text, at + 1)
 
 
+def _root(keyword: str, keywords: dict[str, list[int]]) -> str:
+    return min((k for k in keywords if keyword.startswith(k)), key=len)
+
+
 def _merge(by_keyword: dict[str, list[int]]) -> tuple[_Needle, ...]:
-    """One needle per keyword that no other keyword starts: ``pass`` finds password."""
+    """One needle per keyword that no other keyword starts (``pass`` finds password),
+    and one for three or more of these that start alike: their common start (``gh``
+    finds ghp_, gho_...; ``passw``... are found by ``pass``)."""
+    groups: dict[str, list[str]] = {}
+    for root in {_root(keyword, by_keyword) for keyword in by_keyword}:
+        groups.setdefault(root[:2], []).append(root)
+    shared = {
+        root: os.path.commonprefix(group)  # noqa: RUF071 (text, not paths)
+        for group in groups.values()
+        if len(group) >= 3
+        for root in group
+    }
     needles: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
     for keyword, indexes in sorted(by_keyword.items()):
-        root = min((k for k in by_keyword if keyword.startswith(k)), key=len)
-        needles.setdefault(root, []).append((keyword, tuple(indexes)))
+        root = _root(keyword, by_keyword)
+        needles.setdefault(shared.get(root, root), []).append((keyword, tuple(indexes)))
     return tuple(_Needle(text, tuple(entries)) for text, entries in sorted(needles.items()))
 
 

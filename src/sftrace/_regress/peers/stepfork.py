@@ -293,15 +293,20 @@ def _call_at_step(run: PeerRun, events: list[dict[str, Any]], step: Any) -> int 
             while parent is not None and parent["type"] in ("tool_result", "llm_response"):
                 parent = by_id.get(parent.get("parent_id") or "")
             if parent is not None and parent["type"] in ("tool_call", "llm_request"):
-                ids = [e["id"] for e in events if e["type"] in ("tool_call", "llm_request")]
-                return ids.index(parent["id"])
+                return _call_indices(events)[parent["id"]]
     return None
+
+
+def _call_indices(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Event id of each call -> its index among the run's calls."""
+    calls = (event["id"] for event in events if event["type"] in ("tool_call", "llm_request"))
+    return {event_id: index for index, event_id in enumerate(calls)}
 
 
 def _apply_redactions(run: PeerRun, events: list[dict[str, Any]], raw: dict[str, Any]) -> None:
     """Mark what stepfork redacted the way sftrace does, and record where."""
     by_id = {event["id"]: event for event in events}
-    call_ids = [e["id"] for e in events if e["type"] in ("tool_call", "llm_request")]
+    call_ids = _call_indices(events)
     for entry in raw.get("entries") or ():
         event = by_id.get(entry.get("event_id")) if isinstance(entry, dict) else None
         pointer = entry.get("path") if event is not None else None
@@ -320,7 +325,7 @@ def _apply_redactions(run: PeerRun, events: list[dict[str, Any]], raw: dict[str,
             )
             if target_id not in call_ids:
                 continue
-            call = run.calls[call_ids.index(target_id)]
+            call = run.calls[call_ids[target_id]]
             field = "input" if parts[0] == "input" else "output"
             setattr(call, field, _marked(getattr(call, field), parts[1:], rule))
             call.redactions.append({**record, "field": field})
