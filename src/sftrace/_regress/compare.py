@@ -141,7 +141,10 @@ def _calls(
     def identity(call: Call) -> tuple[str, str, str | None]:
         return (call.kind, call.name, call.provider)
 
-    left, right = base.calls, cand.calls
+    # Calls recorded inside a call the replay answered from the recording were not run,
+    # so they are left out (their positions still count from the whole run).
+    left_positions = [i for i, call in enumerate(base.calls) if call.seq not in cand.covered]
+    left, right = [base.calls[i] for i in left_positions], cand.calls
     alignment = align_calls(
         [key(call, relaxed_left) for call in left],
         [key(call, relaxed_right) for call in right],
@@ -161,7 +164,7 @@ def _calls(
     )
     aligned: list[AlignedCall] = []
     for status, li, ri in alignment.rows:
-        lref = CallRef.of(left[li], li + 1) if li is not None else None
+        lref = CallRef.of(left[li], left_positions[li] + 1) if li is not None else None
         rref = CallRef.of(right[ri], ri + 1) if ri is not None else None
         if diverged is not None and _at_divergence(builder, cand, ri, li, reached_upto):
             if ri == diverged:
@@ -219,7 +222,7 @@ def _at_divergence(
     """Whether an alignment row is the diverged call itself (its findings become the one
     REPLAY_DIVERGED finding) or a recorded call the stopped replay never reached."""
     if ri is not None:
-        return ri == cand.diverged_call
+        return ri == cand.diverged_call or ri in cand.refused_after_divergence
     if cand.ended_by_divergence and li is not None and li > reached_upto:
         builder.not_reached += 1
         return True

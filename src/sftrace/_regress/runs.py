@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
-from sftrace._errors import ConfigError, TraceSerializationError
+from sftrace._errors import (
+    ConfigError,
+    ReplayExhaustedError,
+    ReplayMismatchError,
+    ReplayPolicyError,
+    TraceSerializationError,
+    UnrecordedResultError,
+)
 from sftrace._model.calls import Call
 from sftrace._model.jsonpath import JsonPath, strip
 from sftrace._model.serialize import to_json
@@ -46,6 +53,12 @@ class ComparedRun:
     diverged_call: int | None = None
     ended_by_divergence: bool = False
     agent_version: str | None = None
+    # For a replay: the indexes in ``calls`` of calls the replay refused after it had
+    # diverged (a concurrent task reaching the stopped replay): the divergence's cascade.
+    refused_after_divergence: frozenset[int] = frozenset()
+    # For a replay: the seqs of recorded calls made inside a call the replay answered
+    # without running its body. Not reached and not expected to be: never "missing".
+    covered: frozenset[int] = frozenset()
     # For a replay: the seq of each replayed call matched at a non-exact tier -> the tier,
     # the seq of the recorded call it matched, and the input paths the tier ignored.
     tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = field(default_factory=dict)
@@ -105,11 +118,20 @@ def as_run(value: Any, label: str) -> ComparedRun:
         source = value.bundle.path
         calls = list(value.calls)
         diverged_call = None
+        refused: frozenset[int] = frozenset()
         if value.divergence is not None:
             diverged_type = exception_type_name(value.divergence)[0]
             diverged_call = next(
                 (i for i, c in enumerate(calls) if c.error and c.error.type == diverged_type),
                 None,
+            )
+            refused = frozenset(
+                i
+                for i, call in enumerate(calls)
+                if diverged_call is not None
+                and i > diverged_call
+                and call.error is not None
+                and call.error.type in _REFUSALS
             )
         return ComparedRun(
             label=label,
@@ -125,6 +147,8 @@ def as_run(value: Any, label: str) -> ComparedRun:
             ended_by_divergence=error is not None and error is value.divergence,
             agent_version=value.agent_version,
             tiers=_tiers(value),
+            refused_after_divergence=refused,
+            covered=frozenset(call.seq for call in value.covered),
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "
@@ -185,6 +209,13 @@ _LLM_VOLATILE_INPUT: Final = tuple(
         "input.*.id",
         "input.*.call_id",
     )
+)
+
+
+# What a replay raises in place of a call it cannot answer (never a recorded failure).
+_REFUSALS: Final = frozenset(
+    f"sftrace.{cls.__name__}"
+    for cls in (ReplayMismatchError, ReplayExhaustedError, ReplayPolicyError, UnrecordedResultError)
 )
 
 

@@ -76,7 +76,7 @@ class ReplayController:
         self.reached_count = 0
         self._used = [False] * len(calls)
         self._next = 0
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._decisions: dict[int, Decision] = {}
         self.spans: list[Any] = []  # the replay's own finished spans (ReadableSpan)
         self.tiers = options.tiers
@@ -94,21 +94,21 @@ class ReplayController:
 
     # -- the processor stores decisions by span id; the interceptor takes them ------------
     def store(self, span_id: int, decision: Decision) -> None:
-        with self._lock:
+        with self.lock:
             self._decisions[span_id] = decision
 
     def take(self, span_id: int) -> Decision | None:
-        with self._lock:
+        with self.lock:
             return self._decisions.pop(span_id, None)
 
     @property
     def unused(self) -> list[Call]:
-        with self._lock:
+        with self.lock:
             return [call for call, used in zip(self.calls, self._used, strict=True) if not used]
 
     # -- deciding ------------------------------------------------------------------------
     def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:
-        with self._lock:
+        with self.lock:
             self.reached_count += 1
             number = self.reached_count
             if self._is_live_llm(reached):
@@ -149,7 +149,7 @@ class ReplayController:
             pending.extend(self._inner.get(inner, ()))
 
     def diverge(self, error: ReplayError) -> None:
-        with self._lock:
+        with self.lock:
             self._diverge(error)
 
     def _diverge(self, error: ReplayError) -> None:

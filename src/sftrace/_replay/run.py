@@ -41,6 +41,9 @@ class ReplayResult:
     entrypoint's return value (``None`` included), as JSON, the form a bundle stores
     (the value itself when it cannot be converted). ``has_output`` says whether the
     replayed run called ``set_output`` itself. ``error`` is the entrypoint's exception.
+    ``unused`` lists recorded calls the replay never reached; ``covered`` lists those
+    recorded inside a call that was answered without running its body (a tool calling a
+    tool): not reached and not expected to be, so no verdict counts them as missing.
     """
 
     status: Literal["completed", "failed", "diverged"]
@@ -57,6 +60,7 @@ class ReplayResult:
     saved_path: Path | None = None
     agent_version: str | None = None
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
+    covered: list[Call] = field(default_factory=list)
     _calls: list[Call] | None = field(default=None, repr=False)
 
     @property
@@ -191,6 +195,7 @@ def _result(
         saved_path=session.saved_path,
         agent_version=session.options.agent_version or recorded.manifest.agent_version,
         options=session.options,
+        covered=session.covered,
     )
 
 

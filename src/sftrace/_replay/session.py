@@ -86,6 +86,13 @@ class ReplaySession:
         return self.controller.unused
 
     @property
+    def covered(self) -> list[Call]:
+        """Recorded calls made inside a call the replay answered without running its body:
+        not reached, and not expected to be (they are not ``unused``)."""
+        with self.controller.lock:
+            return sorted(self.controller.covered, key=lambda call: call.seq)
+
+    @property
     def divergence(self) -> ReplayError | None:
         return self.controller.divergence
 

@@ -87,10 +87,8 @@ def read_agenttrace(path: str | os.PathLike[str]) -> PeerRun:
     end = iso_to_ns(payload.get("completed_at") or payload.get("started_at"), display)
     end = max(end, start)
     metadata = dict(payload.get("metadata") or {})
-    version = payload.get("agent_version")
-    if version is not None and not _is_version(version):
-        metadata["agent_version"] = version  # not a one-line label: kept as it was
-        version = None
+    if payload.get("agent_version"):
+        metadata["agent_version"] = payload["agent_version"]
     run = PeerRun(
         source=SOURCE,
         path=source,
@@ -100,7 +98,6 @@ def read_agenttrace(path: str | os.PathLike[str]) -> PeerRun:
         end_ns=end,
         status=str(payload.get("status") or ""),
         metadata=metadata,
-        agent_version=version,
         replay_of=payload.get("replay_of_run_id") or None,
     )
     if payload.get("input") is not None:
@@ -113,10 +110,6 @@ def read_agenttrace(path: str | os.PathLike[str]) -> PeerRun:
     elif run.status == STATUS_FAILED and run.failure is None:
         run.failure = PeerError("Exception", "the run failed")
     return run
-
-
-def _is_version(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip()) and "\n" not in value
 
 
 def _error(response: Any) -> PeerError:

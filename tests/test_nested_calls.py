@@ -1,0 +1,94 @@
+"""A tool that calls another tool: when the outer call is answered from the recording,
+the calls recorded inside it are covered, never missing, in every verdict path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sftrace
+from sftrace import load_suite
+
+AGENT = """
+from sftrace import trace_tool
+
+BODIES = []
+
+
+@trace_tool
+def price(item: str) -> float:
+    BODIES.append("price")
+    return {"tea": 3.5, "cake": 4.0}[item]
+
+
+@trace_tool
+def basket_total(items: list) -> float:
+    BODIES.append("basket_total")
+    return sum(price(item) for item in items)
+
+
+def checkout(request):
+    return {"total": basket_total(request["items"])}
+"""
+
+REQUEST = {"items": ["tea", "cake"]}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
+    (tmp_path / "nested_agent.py").write_text(AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module("nested_agent")
+    bundle = tmp_path / "nested.sftrace"
+    with sftrace.record("shop", output=bundle, run_input=REQUEST) as session:
+        session.set_output(module.checkout(REQUEST))
+    module.BODIES.clear()
+    return bundle, module
+
+
+def test_inner_calls_are_covered_not_unused(project: tuple[Path, Any]) -> None:
+    bundle, module = project
+    result = sftrace.replay_run(bundle, module.checkout)
+    assert result.status == "completed"
+    assert module.BODIES == []
+    assert [call.name for call in result.covered] == ["price", "price"]
+    assert result.unused == []
+
+
+def test_compare_finds_nothing_on_the_unchanged_agent(project: tuple[Path, Any]) -> None:
+    bundle, module = project
+    report = sftrace.compare(bundle, sftrace.replay_run(bundle, module.checkout))
+    assert list(report.findings) == []
+    assert report.verdict == "pass"
+
+
+def test_a_suite_case_of_the_unchanged_agent_passes(project: tuple[Path, Any]) -> None:
+    bundle, _ = project
+    suite_path = bundle.parent / "shop.sftrace-suite.toml"
+    suite_path.write_text(
+        'name = "shop"\nentrypoint = "nested_agent:checkout"\n\n'
+        '[[cases]]\nname = "as recorded"\nbundle = "nested.sftrace"\n'
+    )
+    (result,) = load_suite(suite_path).run()
+    assert result.outcome == "passed", result.report.format() if result.report else result
+
+
+def test_verify_complete_accepts_covered_calls(project: tuple[Path, Any]) -> None:
+    bundle, module = project
+    with sftrace.replay(bundle) as session:
+        module.checkout(REQUEST)
+    session.verify_complete()
+    assert [call.name for call in session.covered] == ["price", "price"]
+
+
+def test_a_real_change_inside_still_shows(project: tuple[Path, Any]) -> None:
+    """Covering is not hiding: the outer call's changed input is still a finding."""
+    bundle, module = project
+    result = sftrace.replay_run(bundle, lambda request: module.checkout({"items": ["tea"]}))
+    assert result.status == "diverged"
+    report = sftrace.compare(bundle, result)
+    assert [f.code for f in report.findings if f.severity == "error"] == ["REPLAY_DIVERGED"]
