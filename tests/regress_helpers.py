@@ -160,3 +160,36 @@ def invoke(*args: str | Path) -> Any:
 
     register(cli)
     return CliRunner().invoke(cli, [str(arg) for arg in args])
+
+
+def assert_exported_test_judges_the_fix(
+    pytester: Any,
+    bundle: Path,
+    module: str,
+    expected_output: Any,
+    *,
+    buggy: str = "handle",
+    fixed: str = "handle_fixed",
+) -> None:
+    """Export a pytest test stating ``expected_output`` from ``bundle`` and run it in
+    ``pytester`` (where ``module`` was copied): it fails against ``module:buggy`` and
+    passes against ``module:fixed``."""
+    import json
+
+    (pytester.path / "expected.json").write_text(json.dumps(expected_output))
+    for entrypoint, outcome in ((buggy, {"failed": 1}), (fixed, {"passed": 1})):
+        exported = invoke(
+            "export",
+            bundle,
+            "--pytest",
+            "--entrypoint",
+            f"{module}:{entrypoint}",
+            "--expect-output",
+            "expected.json",
+            "-o",
+            "test_exported.py",
+            "--overwrite",
+        )
+        assert exported.exit_code == 0, exported.output
+        ran = pytester.runpytest("-p", "sftrace.pytest_plugin", "-p", "no:cacheprovider")
+        ran.assert_outcomes(**outcome)

@@ -3,7 +3,6 @@ model or a tool body, compare, change, export a pytest test."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +11,7 @@ import langgraph_refund_agent as agent
 import pytest
 
 import sftrace
-from regress_helpers import invoke
+from regress_helpers import assert_exported_test_judges_the_fix
 
 REQUEST = {"question": "Refund my order A-7"}
 RECORDED = {"decision": "refunded", "reply": "Your refund of 80.0 is on its way."}
@@ -69,27 +68,4 @@ def test_exported_test_fails_on_the_buggy_agent_and_passes_on_the_fixed_one(
     here = Path(agent.__file__).parent
     shutil.copy(here / "langgraph_refund_agent.py", pytester.path / "graph_agent_copy.py")
     shutil.copy(here / "scripted_chat_model.py", pytester.path / "scripted_chat_model.py")
-    (pytester.path / "expected.json").write_text(json.dumps(EXPECTED))
-
-    def export(entrypoint: str) -> None:
-        result = invoke(
-            "export",
-            bundle,
-            "--pytest",
-            "--entrypoint",
-            f"graph_agent_copy:{entrypoint}",
-            "--expect-output",
-            "expected.json",
-            "-o",
-            "test_graph.py",
-            "--overwrite",
-        )
-        assert result.exit_code == 0, result.output
-
-    def run() -> pytest.RunResult:
-        return pytester.runpytest("-p", "sftrace.pytest_plugin", "-p", "no:cacheprovider")
-
-    export("handle")
-    run().assert_outcomes(failed=1)
-    export("handle_fixed")
-    run().assert_outcomes(passed=1)
+    assert_exported_test_judges_the_fix(pytester, bundle, "graph_agent_copy", EXPECTED)

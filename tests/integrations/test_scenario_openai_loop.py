@@ -3,7 +3,6 @@ frozen without a request or a tool body, compare, change, export a pytest test."
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import openai_loop_agent as agent
 import pytest
 
 import sftrace
-from regress_helpers import invoke
+from regress_helpers import assert_exported_test_judges_the_fix
 from sftrace.integrations.openai import uninstrument_all
 
 REQUEST = {"question": "Where is my parcel 42?"}
@@ -137,27 +136,4 @@ def test_exported_test_fails_on_the_buggy_agent_and_passes_on_the_fixed_one(
     api.offline()
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     shutil.copy(Path(agent.__file__), pytester.path / "parcel_agent_copy.py")
-    (pytester.path / "expected.json").write_text(json.dumps(SORRY))
-
-    def export(entrypoint: str) -> None:
-        result = invoke(
-            "export",
-            bundle,
-            "--pytest",
-            "--entrypoint",
-            f"parcel_agent_copy:{entrypoint}",
-            "--expect-output",
-            "expected.json",
-            "-o",
-            "test_parcel.py",
-            "--overwrite",
-        )
-        assert result.exit_code == 0, result.output
-
-    def run() -> pytest.RunResult:
-        return pytester.runpytest("-p", "sftrace.pytest_plugin", "-p", "no:cacheprovider")
-
-    export("handle")
-    run().assert_outcomes(failed=1)
-    export("handle_fixed")
-    run().assert_outcomes(passed=1)
+    assert_exported_test_judges_the_fix(pytester, bundle, "parcel_agent_copy", SORRY)

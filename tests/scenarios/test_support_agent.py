@@ -4,7 +4,6 @@ record, replay frozen with no tool body run, compare, change, export a pytest te
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 import support_agent as agent
 
 import sftrace
-from regress_helpers import invoke
+from regress_helpers import assert_exported_test_judges_the_fix
 from sftrace.testing import assert_same_as_recorded
 
 REQUEST = {"customer_id": "c-42"}
@@ -112,28 +111,4 @@ def test_exported_test_fails_on_the_buggy_agent_and_passes_on_the_fixed_one(
     green on the fix, run from another directory."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     shutil.copy(Path(agent.__file__), pytester.path / "support_agent.py")
-    (pytester.path / "expected.json").write_text(json.dumps(CORRECT_OUTPUT))
-    (pytester.path / "tests").mkdir()
-
-    def export(entrypoint: str) -> None:
-        result = invoke(
-            "export",
-            bundle,
-            "--pytest",
-            "--entrypoint",
-            f"support_agent:{entrypoint}",
-            "--expect-output",
-            "expected.json",
-            "-o",
-            "tests/test_support.py",
-            "--overwrite",
-        )
-        assert result.exit_code == 0, result.output
-
-    def run() -> pytest.RunResult:
-        return pytester.runpytest("-p", "sftrace.pytest_plugin", "-p", "no:cacheprovider")
-
-    export("handle")
-    run().assert_outcomes(failed=1)
-    export("handle_fixed")
-    run().assert_outcomes(passed=1)
+    assert_exported_test_judges_the_fix(pytester, bundle, "support_agent", CORRECT_OUTPUT)
