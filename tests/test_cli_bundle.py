@@ -361,6 +361,17 @@ def test_validate_unfinished_recording_points_to_recover(tmp_path: Path) -> None
     assert "sftrace recover" in result.stderr
 
 
+def test_inspect_says_a_bundle_cut_at_a_line_boundary_is_incomplete(good: Path) -> None:
+    """Lines dropped from the end of spans.jsonl still parse: inspect shows what is left,
+    says on stderr that the run is incomplete, and exits 1 (as validate does)."""
+    _rewrite(good / "spans.jsonl", _drop_last_line)
+    for args in (["inspect", good], ["inspect", good, "--json"]):
+        result = invoke(*args)
+        assert result.exit_code == 1, result.output
+        assert "is incomplete" in result.stderr
+        assert "totals.spans is 5, but spans.jsonl holds 4" in result.stderr
+
+
 # Terminal escapes a hostile bundle may carry: clear screen, an OSC 8 link, a carriage
 # return that overwrites the line, a C1 control sequence introducer, a right-to-left override.
 ESCAPES = "\x1b[2J\x1b]8;;http://x\x07link\x1b]8;;\x07\r\x9b31m\u202e!"

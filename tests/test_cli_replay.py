@@ -125,6 +125,40 @@ def replay_cli(path: Path, entrypoint: str, *options: str) -> Result:
     return invoke("replay", path, "--entrypoint", entrypoint, *options)
 
 
+def test_replay_of_a_bundle_cut_at_a_line_boundary_is_bad_input(
+    bundle: tuple[Path, str],
+) -> None:
+    """A spans file that lost its last lines: exit 2 naming the bundle, before any agent
+    code runs (the lost calls are not reported as the agent's divergence)."""
+    path, name = bundle
+    spans = path / "spans.jsonl"
+    spans.write_bytes(b"".join(spans.read_bytes().splitlines(keepends=True)[:-1]))
+    result = replay_cli(path, f"{name}:run")
+    assert result.exit_code == 2, result.output
+    assert "is incomplete" in result.stderr
+    assert "diverged" not in result.output
+    assert importlib.import_module(name).BODIES == []
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "given"),
+    [("takes_nothing", "the recorded run_input"), ("takes_two", "the recorded run_input")],
+)
+def test_an_entrypoint_that_cannot_take_the_recorded_input_is_bad_input(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str], entrypoint: str, given: str
+) -> None:
+    """The replay calls the entrypoint with the recorded run_input: one that cannot take
+    it is bad input (exit 2, before it runs), not a divergence of the agent (exit 1)."""
+    path, _ = bundle
+    name = write_agent(
+        "def takes_nothing():\n    return 1\n\n\ndef takes_two(a, b):\n    return 2\n"
+    )
+    result = replay_cli(path, f"{name}:{entrypoint}")
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert f"cannot be called with {given}" in result.stderr
+
+
 def test_matching_replay_exits_0_without_running_bodies(bundle: tuple[Path, str]) -> None:
     """A replay that matches and reproduces the output: every call substituted, exit 0."""
     path, name = bundle

@@ -10,6 +10,8 @@ import orjson
 from rich.text import Text
 from rich.tree import Tree
 
+from sftrace._bundle.checks import consistency_problems
+from sftrace._bundle.format import MANIFEST_FILE
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, check_bundle
 from sftrace._cli.main import EXIT_CHANGED, bad_input_policy
@@ -47,8 +49,10 @@ def inspect_command(bundle: Path, as_json: bool, limit: int) -> None:
     with bad_input_policy():
         loaded = load_bundle(bundle)
     parents = call_parents(loaded)
+    missing = missing_content(loaded)
     if as_json:
         click.echo(orjson.dumps(inspect_document(loaded, parents), option=orjson.OPT_INDENT_2))
+        _exit_if_incomplete(bundle, missing)
         return
     # Header lines wrap at the terminal; tree lines are cut to its width.
     console = human_console()
@@ -65,6 +69,31 @@ def inspect_command(bundle: Path, as_json: bool, limit: int) -> None:
                 style="dim",
             )
         )
+    _exit_if_incomplete(bundle, missing)
+
+
+def missing_content(bundle: Bundle) -> list[str]:
+    """Why a bundle that loads is not whole (its spans file cut at a line boundary loses
+    calls but still parses): where its manifest's totals and run disagree with the spans."""
+    if bundle.path is None:
+        return []
+    return consistency_problems(
+        bundle.manifest,
+        str(bundle.path / MANIFEST_FILE),
+        span_count=len(bundle.spans),
+        calls=bundle.calls,
+        run_span=bundle.run_span,
+    )
+
+
+def _exit_if_incomplete(path: Path, missing: list[str]) -> None:
+    if missing:
+        echo(
+            f"sftrace: {str(path)!r} is incomplete ({missing[0]}): what is shown is not the "
+            f"whole run; `sftrace validate` lists every problem",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_CHANGED)
 
 
 def call_parents(bundle: Bundle) -> dict[int, int | None]:

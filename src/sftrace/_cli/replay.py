@@ -8,6 +8,7 @@ differently; 2 bad input (unreadable bundle, unimportable entrypoint, bad option
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -19,10 +20,11 @@ from rich.text import Text
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._bundle.writer import check_bundle_target
+from sftrace._cli.bundle import missing_content
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.output import human_console
 from sftrace._cli.view import finish_page, html_option
-from sftrace._errors import ConfigError, SftraceError
+from sftrace._errors import BundleError, ConfigError, SftraceError
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import MISSING
 from sftrace._model.policy import MatchMode, ReplayMode
@@ -161,7 +163,15 @@ def replay_command(
                 purpose="save the replay",
                 overwrite_hint="pass --overwrite",
             )
+        missing = missing_content(recorded)
+        if missing:
+            raise BundleError(
+                f"{str(bundle)!r} is incomplete ({missing[0]}); a replay would report the "
+                f"calls the file lost as the agent's divergence. `sftrace validate` lists "
+                f"every problem"
+            )
         target = resolve_entrypoint(entrypoint)
+        check_arguments(target, recorded, entrypoint)
         # With --json, stdout carries only the document: the agent's prints go to stderr.
         redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
         with redirect:
@@ -201,6 +211,25 @@ def parse_match_ignore_option(items: tuple[str, ...]) -> dict[str, list[str]] | 
             )
         ignore.setdefault(name.strip(), []).append(path.strip())
     return ignore
+
+
+def check_arguments(target: Any, recorded: Bundle, entrypoint: str) -> None:
+    """``ConfigError`` unless ``target`` accepts what the replay passes: the recorded
+    ``run_input`` as its one argument, or nothing when the run recorded no input."""
+    arguments = (recorded.run_input,) if recorded.has_run_input else ()
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return  # no signature to check (some builtins): the call itself will tell
+    try:
+        signature.bind(*arguments)
+    except TypeError as exc:
+        given = "the recorded run_input as its one argument" if arguments else "no argument"
+        raise ConfigError(
+            f"entrypoint {entrypoint!r} cannot be called with {given} ({exc}); the replay "
+            f"calls it as the recorded run was started: make it take "
+            f"{'one argument' if arguments else 'no required argument'}"
+        ) from None
 
 
 def replay_verdict(result: ReplayResult) -> Verdict:
