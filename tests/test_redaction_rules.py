@@ -35,6 +35,7 @@ def test_every_rule_has_examples_it_catches(rule: Rule) -> None:
     """Each built-in rule carries examples; each is redacted, with spaces around it too."""
     assert rule.examples
     for example in rule.examples:
+        _check_claims(example)
         for text in (example, f" {example} ", f"\n{example}\n"):
             redacted, found = _REDACTOR.redact_text(text)
             assert rule.name in {r.rule for r in found}, (example, redacted)
@@ -68,12 +69,33 @@ _PIECES = st.one_of(_EXAMPLES, _AROUND, _WORDS, st.text(max_size=6))
 _TEXTS = st.lists(_PIECES, min_size=1, max_size=6).map("".join)
 
 
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _check_claims(text: str) -> None:
+    """What each rule says about its matches (see Rule) holds for the matches in text."""
+    low = fold(text)
+    for rule in _RULES:
+        for match in rule.find.finditer(text):
+            whole = match.group(0)
+            if rule.requires:
+                assert set(whole) & set(rule.requires), (rule.name, whole)
+            if rule.token_run:
+                longest = max((len(r) for r in _TOKEN_CHARS.findall(whole)), default=0)
+                assert longest >= rule.token_run, (rule.name, whole)
+            if rule.inside:
+                assert any(text.startswith(lit, match.start()) for lit in rule.inside)
+            elif rule.keywords and low is not None:
+                assert any(low.startswith(k, match.start()) for k in rule.keywords)
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_TEXTS)
 def test_scan_never_skips_a_text_a_rule_would_redact(text: str) -> None:
     """Examples with arbitrary whitespace and punctuation around them: wherever the plain
     rule-by-rule redaction changes a text, the cheap check on its JSON says so, and the
     scanning path gives exactly the plain result."""
+    _check_claims(text)
     plain = _plain(_REDACTOR, text)
     json_text = orjson.dumps({"value": text}).decode()
     if plain != text:

@@ -116,6 +116,9 @@ class Rule:
     ``anchor``: characters one of which follows every match's keyword within
     ``ANCHOR_REACH`` characters plus the longest name (``password = x``): a text with few
     of them is searched for the keywords only just before each.
+    ``token_run``: every match holds a run of at least this many token characters
+    (``[A-Za-z0-9_-]``): a text without such a run is not searched for the rule (prose
+    and code rarely have one; keys and ids do).
     ``check``: called with the secret; a match it refuses is kept as it is.
     """
 
@@ -128,6 +131,7 @@ class Rule:
     requires: str = ""
     inside: tuple[str, ...] = ()
     anchor: str = ""
+    token_run: int = 0
 
 
 # How far before its anchor a keyword may start, beyond the length of the longest name:
@@ -363,6 +367,22 @@ _INSIDE: Final[dict[str, tuple[str, ...]]] = {
     "google_api_key": ("AIza",),
 }
 _REQUIRES.update({name: "A" for name in ("aws_access_key_id", "google_api_key")})
+# Rule.token_run of the token rules (the fewest token characters in a row they match).
+_TOKEN_RUNS: Final[dict[str, int]] = {
+    "jwt": 15,
+    "anthropic_api_key": 27,
+    "openai_api_key": 23,
+    "github_token": 33,
+    "gitlab_token": 26,
+    "huggingface_token": 33,
+    "aws_access_key_id": 20,
+    "slack_token": 15,
+    "google_api_key": 39,
+    "google_oauth_token": 20,
+    "stripe_key": 18,
+    "sendgrid_api_key": 16,
+    "npm_token": 40,
+}
 
 BUILTIN_PATTERN_NAMES: Final[tuple[str, ...]] = (
     *dict.fromkeys(name for name, _, _, _ in _SPECS),
@@ -409,6 +429,7 @@ def _builtin_fixed() -> tuple[Rule, ...]:
             requires=_REQUIRES.get(name, ""),
             inside=_INSIDE.get(name, ()),
             anchor=":" if name == "http_credentials" else "",
+            token_run=_TOKEN_RUNS.get(name, 0),
         )
         for name, find, keywords, examples in _SPECS
     )

@@ -69,6 +69,16 @@ _RUN_TABLE = bytes(ord("a") if chr(b) in RUN_CHARACTERS else ord(" ") for b in r
 LONG_RUN = 256
 HEAD = 32  # more than the longest keyword
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+TOKEN_RUN: Final = "<token run>"  # a gate: the text has a long run of token characters
+_TOKEN_TABLE = bytes(
+    ord("a") if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_-") else ord(" ")
+    for b in range(256)
+)
+_TOKEN_RUNS = {length: b"a" * length for length in range(1, 64)}
+
+
+def _token_classes(text: str) -> bytes:
+    return text.encode("latin-1", "replace").translate(_TOKEN_TABLE)
 
 
 def fold(text: str) -> str | None:
@@ -202,6 +212,7 @@ class Scanner:
                 | {char for rule in self.rules for literal in rule.inside for char in literal}
             )
         )
+        self._token_run = min((rule.token_run for rule in self.rules if rule.token_run), default=0)
         anchors = {char for rule in self.rules for char in rule.anchor}
         if key_needles:
             anchors.add(":")  # a member name ends with '":'
@@ -219,6 +230,8 @@ class Scanner:
             for index, rule in enumerate(self.rules):
                 if rule.inside or (rule.requires and not gates.intersection(rule.requires)):
                     continue  # (rules with exact literals are searched by them)
+                if rule.token_run and TOKEN_RUN not in gates:
+                    continue
                 for keyword in rule.keywords:
                     if set(keyword) - _LETTERS <= gates:  # its other characters are there
                         (anchored if rule.anchor else free).setdefault(keyword, []).append(index)
@@ -260,6 +273,14 @@ class Scanner:
             last = at
         return _View("\0".join(pieces), True, tuple(starts), tuple(origins))
 
+    def _gates_of(self, text: str) -> frozenset[str]:
+        """The tested characters in ``text``, and TOKEN_RUN when it has a run of token
+        characters as long as the shortest a token rule needs."""
+        gates = {gate for gate in self._gates if gate in text}
+        if self._token_run and _TOKEN_RUNS[self._token_run] in _token_classes(text):
+            gates.add(TOKEN_RUN)
+        return frozenset(gates)
+
     def _extra_keys(self, gates: frozenset[str]) -> tuple[str, ...]:
         extra = self._extra_key_sets.get(gates)
         if extra is None:
@@ -286,7 +307,7 @@ class Scanner:
         low = fold(view.text)
         if low is None:
             return None
-        gates = frozenset(gate for gate in self._gates if gate in text)
+        gates = self._gates_of(text)
         free, anchored = self._needles(gates)
         if survey is not None:
             free, anchored = survey.narrow(gates, free, anchored)
@@ -301,7 +322,7 @@ class Scanner:
                 _find(windows.text, needle, found, windows, view)
         if survey is None or survey.inside:
             for literal, indexes in self._inside.items():
-                if not gates.issuperset(literal):
+                if not gates.issuperset(literal) or TOKEN_RUN not in gates:
                     continue
                 at = text.find(literal)
                 while at != -1:
@@ -325,18 +346,20 @@ class Scanner:
         low = fold(view.text)
         if low is None:
             return EVERYTHING
-        gates = frozenset(gate for gate in self._gates if gate in json_text)
+        gates = self._gates_of(json_text)
         free, anchored = self._needles(gates)
-        found = {needle.text for needle in free if needle.text in low}
+        found = {needle.text for needle in free if _holds(low, needle)}
         windows = self._anchor_windows(low, key_quotes=True)
         # Key needles that no anchored needle finds (``key``; ``password`` is found by
         # ``pass``) are only looked for when nothing else was found: either way the
         # value is walked.
         extra = self._extra_keys(gates)
         where = low if windows is None else windows.text
-        found.update(needle.text for needle in anchored if needle.text in where)
+        found.update(needle.text for needle in anchored if _holds(where, needle))
         keys = not found and any(needle in where for needle in extra)
-        inside = any(gates.issuperset(literal) and literal in json_text for literal in self._inside)
+        inside = TOKEN_RUN in gates and any(
+            gates.issuperset(literal) and literal in json_text for literal in self._inside
+        )
         shapes = any(shape_runs(classes, length, json_text) for length, _ in self._shapes)
         if found or keys or inside or shapes:
             return Survey(frozenset(found), inside, shapes)
@@ -351,6 +374,15 @@ class Scanner:
         survey: Survey | None = None,
     ) -> str:
         """``text`` with every rule applied in order (``replacers[i]`` for rule i)."""
+        if (
+            survey is not None
+            and isinstance(survey.needles, frozenset)
+            and not (survey.inside or survey.shapes)
+        ):
+            # The keywords of a string of the JSON text start with a needle found there.
+            low = fold(text)
+            if low is not None and not any(needle in low for needle in survey.needles):
+                return text
         hits = self.positions(text, survey)
         if hits is None:
             return redact_plain(self.rules, text, path, found, replacers)
@@ -380,6 +412,13 @@ def _string_start(low: str, quote: int) -> int:
             break
         at = low.rfind('"', 0, at)
     return at + 1
+
+
+def _holds(hay: str, needle: _Needle) -> bool:
+    """Whether one of the keywords of ``needle`` is in ``hay``."""
+    if needle.text not in hay:
+        return False
+    return any(keyword in hay for keyword, _ in needle.keywords)
 
 
 def _find(hay: str, needle: _Needle, found: dict[int, list[int]], *views: _View) -> None:
