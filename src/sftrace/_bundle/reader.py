@@ -196,7 +196,7 @@ def spans_from_data(
             span = loads(line)
         except orjson.JSONDecodeError as exc:
             raise loader.error(number, f"invalid JSON: {exc}") from None
-        loader.add(span, number, first=not starts)
+        loader.add(span, number, (data, start, end), first=not starts)
         starts.append(start)
         ends.append(end)
     return loader.bundle(root, SpanLines(data, starts, ends, loader.run_span()))
@@ -217,7 +217,9 @@ class _SpanLoader:
     def error(self, number: int, message: str) -> BundleError:
         return BundleError(f"{self.display}:{number}: {message}", path=self.display, line=number)
 
-    def add(self, span: Any, number: int, *, first: bool) -> None:
+    def add(
+        self, span: Any, number: int, line: tuple[bytes | bytearray, int, int], *, first: bool
+    ) -> None:
         problems, attributes = self.checker.check(span)
         if problems:
             raise self.error(number, problems[0])
@@ -225,7 +227,7 @@ class _SpanLoader:
         kind = attributes.get(A.KIND)
         if kind == A.KIND_TOOL or kind == A.KIND_LLM:
             try:
-                self.calls.append(call_from_span(span, attributes))
+                self.calls.append(call_from_span(span, attributes, line))
             except (KeyError, TypeError, ValueError) as exc:
                 raise self.error(number, f"malformed {kind} span ({repr_preview(exc)})") from None
         elif kind == A.KIND_RUN:

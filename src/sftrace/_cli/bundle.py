@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def inspect_command(bundle: Path, as_json: bool, limit: int) -> None:
     parents = call_parents(loaded)
     missing = missing_content(loaded)
     if as_json:
-        click.echo(orjson.dumps(inspect_document(loaded, parents), option=orjson.OPT_INDENT_2))
+        _echo_document(loaded, parents)
         _exit_if_incomplete(bundle, missing)
         return
     # Header lines wrap at the terminal; tree lines are cut to its width.
@@ -118,8 +119,23 @@ def call_parents(bundle: Bundle) -> dict[int, int | None]:
     return parents
 
 
-def inspect_document(bundle: Bundle, parents: dict[int, int | None]) -> dict[str, Any]:
-    """The JSON form of ``inspect``: keys in a fixed order, every call."""
+def _echo_document(bundle: Bundle, parents: dict[int, int | None]) -> None:
+    """Write the JSON form of ``inspect`` a call at a time: the whole document of a large
+    bundle is never held in memory (each call's recorded JSON is copied, not parsed)."""
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    head = orjson.dumps(inspect_document(bundle), option=orjson.OPT_INDENT_2)
+    out.write(head[: -len(b"\n}")] + b',\n  "calls": [')
+    for index, call in enumerate(bundle.calls):
+        text = orjson.dumps(_call_document(call, parents.get(call.seq)), option=orjson.OPT_INDENT_2)
+        out.write((b",\n    " if index else b"\n    ") + text.replace(b"\n", b"\n    "))
+    out.write(b"\n  ]\n}\n")
+    out.flush()
+
+
+def inspect_document(bundle: Bundle) -> dict[str, Any]:
+    """The JSON form of ``inspect`` without its calls (see ``_echo_document``): keys in
+    a fixed order."""
     return {
         "path": str(bundle.path) if bundle.path is not None else None,
         "manifest": bundle.manifest.to_json(),
@@ -131,7 +147,6 @@ def inspect_document(bundle: Bundle, parents: dict[int, int | None]) -> dict[str
             {"key": change.key, "before": change.before, "after": change.after}
             for change in bundle.state_changes
         ],
-        "calls": [_call_document(call, parents.get(call.seq)) for call in bundle.calls],
     }
 
 
@@ -144,8 +159,8 @@ def _call_document(call: Call, parent: int | None) -> dict[str, Any]:
         "provider": call.provider,
         "policy": call.policy,
         "parent": parent,
-        "input": call.input,
-        "output": call.output,
+        "input": orjson.Fragment(call.input_json),
+        "output": None if call.output_json is None else orjson.Fragment(call.output_json),
         "error": None if error is None else {"type": error.type, "message": error.message},
         "duration_ms": round(call.duration_ms, 3),
         "span_id": call.span_id,

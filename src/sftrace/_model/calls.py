@@ -10,6 +10,7 @@ import orjson
 
 from sftrace._errors import public_error_name
 from sftrace._model import attributes as A
+from sftrace._model.otlp_json import decode_attributes
 from sftrace._model.text import shorten
 
 
@@ -87,13 +88,16 @@ class Call:
     """One recorded boundary call (a tool or an LLM call), in sequence order.
 
     ``input`` and ``output`` are the recorded JSON values (parsed on first access);
-    ``input_json`` and ``output_json`` their canonical text.
+    ``input_json`` and ``output_json`` their canonical text. ``attributes`` are the
+    span's decoded attributes; a loaded bundle decodes them again from the span's line
+    when they are first asked for, rather than keeping every call's attributes in memory.
     """
 
     __slots__ = (
+        "_attributes",
         "_input",
+        "_line",
         "_output",
-        "attributes",
         "end_time_ns",
         "error",
         "input_json",
@@ -126,6 +130,7 @@ class Call:
         start_time_ns: int = 0,
         end_time_ns: int = 0,
         attributes: dict[str, Any] | None = None,
+        line: tuple[bytes | bytearray, int, int] | None = None,
     ) -> None:
         self.seq = seq
         self.kind = kind
@@ -139,9 +144,24 @@ class Call:
         self.parent_span_id = parent_span_id
         self.start_time_ns = start_time_ns
         self.end_time_ns = end_time_ns
-        self.attributes = attributes or {}
+        self._attributes = attributes
+        self._line = line  # (data, start, end): where the span's line is, to decode again
         self._input = Call._MISSING
         self._output = Call._MISSING
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        if self._attributes is None:
+            attributes: dict[str, Any] = {}
+            if self._line is not None:
+                data, start, end = self._line
+                attributes = decode_attributes(orjson.loads(data[start:end]).get("attributes", ()))
+            self._attributes = attributes
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value: dict[str, Any]) -> None:
+        self._attributes = value
 
     @property
     def input(self) -> Any:
@@ -184,8 +204,15 @@ def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
-    """Build a ``Call`` from an OTLP/JSON span of a boundary and its decoded attributes."""
+def call_from_span(
+    span: dict[str, Any],
+    attributes: dict[str, Any],
+    line: tuple[bytes | bytearray, int, int] | None = None,
+) -> Call:
+    """Build a ``Call`` from an OTLP/JSON span of a boundary and its decoded attributes.
+
+    ``line``: where the span's JSON line is (data, start, end); the call then keeps
+    only what it needs and decodes its attributes again from the line when asked."""
     error = None
     error_type = attributes.get(A.ERROR_TYPE)
     if error_type is not None:
@@ -218,7 +245,8 @@ def call_from_span(span: dict[str, Any], attributes: dict[str, Any]) -> Call:
         parent_span_id=span.get("parentSpanId") or None,
         start_time_ns=int(span.get("startTimeUnixNano", 0)),
         end_time_ns=int(span.get("endTimeUnixNano", 0)),
-        attributes=attributes,
+        attributes=None if line is not None else attributes,
+        line=line,
     )
 
 
