@@ -156,7 +156,7 @@ def test_replay_view_shows_each_calls_action(
     with open_page(browser, path) as loaded:
         page = loaded.page
         badges = page.locator(".vp .row > .badge").all_inner_texts()
-        assert badges == ["substituted", "substituted", "unused"]
+        assert badges == ["substituted · exact", "substituted · exact", "unused"]
         page.locator(".vp .row", has_text="lookup_order").click()
         replayed = page.locator(".right .cols > div").nth(1)
         assert "substituted" in replayed.locator("h2").inner_text()
