@@ -346,7 +346,7 @@ def test_save_writes_the_replayed_run(bundle: tuple[Path, str], tmp_path: Path) 
     assert result.exit_code == 0, result.output
     assert f"saved the replayed run: {saved}" in result.stdout
     replayed, recorded = load_bundle(saved), load_bundle(path)
-    assert replayed.manifest.replay_of == recorded.run_id
+    assert replayed.manifest.derived_from == {"run_id": recorded.run_id, "how": "replay"}
     assert [call.input for call in replayed.calls] == [call.input for call in recorded.calls]
     again = replay_cli(path, f"{name}:run", "--save", str(saved))
     assert again.exit_code == 2
@@ -535,3 +535,62 @@ def test_bad_tier_options_exit_2_with_one_line(
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stdout == ""
+
+
+# --- on_miss="live" -------------------------------------------------------------------
+
+WITH_CHECK = (
+    agent_source().replace(  # the fix adds a check (a new tool call) before booking
+        "    hotel = book(city)\n",
+        "    check(city)\n    hotel = book(city)\n",
+    )
+    + """
+
+@trace_tool
+def check(city: str) -> dict:
+    BODIES.append("check")
+    return {"ok": True}
+"""
+)
+
+
+def test_on_miss_live_runs_the_new_call_and_saves_a_refreshed_bundle(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str], tmp_path: Path
+) -> None:
+    path, _ = bundle
+    name = write_agent(WITH_CHECK)
+    assert replay_cli(path, f"{name}:run").exit_code == 1  # diverges without on_miss
+    refreshed = tmp_path / "refreshed.sftrace"
+    result = replay_cli(
+        path, f"{name}:run", "--on-miss", "live", "--allow-live-tool", "check", "--save", refreshed
+    )
+    assert result.exit_code == 0, result.output
+    assert "new tool check" in result.stdout
+    assert "live" in result.stdout
+    module = sys.modules[name]
+    assert module.BODIES == ["check"]
+    saved = load_bundle(refreshed)
+    assert saved.manifest.derived_from == {"run_id": load_bundle(path).run_id, "how": "on_miss"}
+    assert [call.name for call in saved.calls] == ["weather", "m-1", "check", "book"]
+    module.BODIES.clear()
+    frozen = replay_cli(refreshed, f"{name}:run", "--json")
+    assert frozen.exit_code == 0, frozen.output
+    assert orjson.loads(frozen.stdout)["match_counts"]["exact"] == 4
+    assert module.BODIES == []
+
+
+def test_on_miss_live_without_the_tool_allowed_diverges(
+    bundle: tuple[Path, str], write_agent: Callable[[str], str]
+) -> None:
+    path, _ = bundle
+    name = write_agent(WITH_CHECK)
+    result = replay_cli(path, f"{name}:run", "--on-miss", "live")
+    assert result.exit_code == 1, result.output
+    assert sys.modules[name].BODIES == []
+
+
+def test_bad_on_miss_exits_2(bundle: tuple[Path, str]) -> None:
+    path, name = bundle
+    result = replay_cli(path, f"{name}:run", "--on-miss", "retry")
+    assert result.exit_code == 2
+    assert "retry" in result.stderr

@@ -381,7 +381,8 @@ def test_replay_run_diverged_status_and_save(tmp_path: Path) -> None:
     assert isinstance(result.divergence, ReplayMismatchError)
     assert not result.reproduced
     saved = load_bundle(tmp_path / "re.sftrace")
-    assert saved.manifest.replay_of == load_bundle(bundle).run_id
+    assert saved.manifest.derived_from == {"run_id": load_bundle(bundle).run_id, "how": "replay"}
+    assert saved.manifest.replay_of is None  # replaced by derived_from
     assert result.saved_path == tmp_path / "re.sftrace"
 
 

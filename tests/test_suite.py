@@ -110,6 +110,64 @@ def test_an_agent_that_crashes_is_a_failed_case_not_an_error(project: tuple[Path
 
 LATE = 'bundle = "bundles/late.sftrace"'
 
+CHECKED_AGENT = """
+import {module} as base
+from sftrace import trace_tool
+
+CHECKS = []
+
+
+@trace_tool
+def policy_check(days):
+    CHECKS.append(days)
+    return {{"allowed": days <= 30}}
+
+
+def handle(request):
+    order = base.lookup(request["order_id"])
+    if not policy_check(order["days"])["allowed"]:
+        return {{"decision": "denied", "order_id": order["order_id"]}}
+    base.refund(order["order_id"])
+    return {{"decision": "refunded", "order_id": order["order_id"]}}
+"""
+
+
+def test_a_suite_with_on_miss_live_passes_a_fix_that_adds_a_call(
+    project: tuple[Path, str],
+) -> None:
+    """The fix adds a policy check; with on_miss = "live" and the check allowed to run, the
+    case passes; a case that sets on_miss = "error" diverges."""
+    directory, module = project
+    (directory / f"{module}_checked.py").write_text(CHECKED_AGENT.format(module=module))
+    text = f"""
+entrypoint = "{module}_checked:handle"
+on_miss = "live"
+allow_live_tools = ["policy_check"]
+
+[[cases]]
+name = "late refund is denied after the check"
+bundle = "bundles/late.sftrace"
+expected_output = "denied.json"
+expect = {{ not_called = ["refund"], called = ["policy_check"] }}
+
+[[cases]]
+name = "frozen only"
+bundle = "bundles/late.sftrace"
+on_miss = "error"
+allow_live_tools = []
+expected_output = "denied.json"
+"""
+    suite = load_suite(_suite(directory, text))
+    live, frozen = suite.cases
+    assert (live.options.on_miss, live.options.allow_live_tools) == ("live", ("policy_check",))
+    assert frozen.options.on_miss == "error"
+    results = {r.case.name: r for r in suite.run()}
+    passed = results["late refund is denied after the check"]
+    assert passed.outcome == "passed", passed.failure_text()
+    assert passed.replay is not None
+    assert [m.action for m in passed.replay.matched] == ["substituted", "live"]
+    assert results["frozen only"].outcome == "failed"
+
 
 def test_suite_tiers_and_match_ignore_reach_the_replay(project: tuple[Path, str]) -> None:
     """A case may match a changed tool input in the relaxed tier; the suite's tiers apply
@@ -204,6 +262,18 @@ BROKEN = [
         None,
         "unknown match tier 'fuzzy'",
         id="tiers",
+    ),
+    pytest.param(
+        'on_miss = "retry"\n[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"',
+        None,
+        "invalid on_miss='retry'",
+        id="on-miss",
+    ),
+    pytest.param(
+        '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\nallow_live_tools = ["x"]',
+        "a",
+        "needs mode='live' or on_miss='live'",
+        id="allow-live-tools",
     ),
     pytest.param(
         '[[cases]]\nname = "a"\nbundle = "bundles/late.sftrace"\ntiers = "exact"',

@@ -23,8 +23,9 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
+import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 
 from sftrace._bundle.format import (
@@ -45,6 +46,21 @@ from sftrace._version import __version__
 HEX16 = re.compile(r"[0-9a-f]{16}")
 HEX32 = re.compile(r"[0-9a-f]{32}")
 STATUSES = (STATUS_COMPLETED, STATUS_FAILED, STATUS_INTERRUPTED)
+
+
+# How a derived run was made (manifest ``derived_from.how``).
+DERIVED_HOW: Final = ("replay", "on_miss", "fork", "minimize")
+
+
+def _derived_from(text: Any) -> dict[str, Any] | None:
+    """The run span's ``sftrace.derived_from`` attribute (JSON text), if well formed."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def utc_iso(nanos: int | None = None) -> str:
@@ -242,7 +258,10 @@ class Manifest:
     root_span_id: str | None = None
     started_at: str | None = None
     ended_at: str | None = None
-    replay_of: str | None = None
+    replay_of: str | None = None  # bundles written before derived_from
+    # Where a derived run came from: {"run_id", "how": replay|on_miss|fork|minimize, and
+    # for a fork "step" and "overridden"}.
+    derived_from: dict[str, Any] | None = None
     agent_version: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
@@ -264,6 +283,7 @@ class Manifest:
         "failure": ("dict", True),
         "totals": ("dict", False),
         "replay_of": ("str", True),
+        "derived_from": ("dict", True),
         "agent_version": ("str", True),
         "environment": ("dict", True),
         "resource": ("dict", True),
@@ -286,7 +306,9 @@ class Manifest:
             "status": self.status,
             "failure": None if self.failure is None else self.failure.to_json(),
             "totals": self.totals.to_json(),
-            "replay_of": self.replay_of,
+            # Written only when set: derived_from replaced replay_of (kept for old bundles).
+            **({} if self.replay_of is None else {"replay_of": self.replay_of}),
+            **({} if self.derived_from is None else {"derived_from": self.derived_from}),
             # Written only when set: bundles of agents without a version stay as they were.
             **({} if self.agent_version is None else {"agent_version": self.agent_version}),
             "environment": self.environment,
@@ -326,6 +348,18 @@ class Manifest:
         for name in ("environment", "resource", "notes"):
             if known.get(name) is None:
                 known.pop(name, None)
+        derived = known.get("derived_from")
+        if derived is not None and not (
+            isinstance(derived.get("run_id"), str) and derived.get("how") in DERIVED_HOW
+        ):
+            raise _problem(
+                display,
+                "derived_from",
+                f"must hold a run_id string and how (one of {list(DERIVED_HOW)})",
+                derived,
+            )
+        if derived is None and known.get("replay_of") is not None:
+            known["derived_from"] = {"run_id": known["replay_of"], "how": "replay"}
         return cls(**known, extra=extra)
 
 
@@ -446,6 +480,7 @@ def manifest_from_parts(
     ``resource_attributes`` are OTLP/JSON key-value objects; ``start``/``end`` nanoseconds.
     """
     status = attributes.get(A.STATUS) or STATUS_COMPLETED
+    derived_from = _derived_from(attributes.get(A.DERIVED_FROM))
     failure = None
     if status == STATUS_FAILED:
         failure = Failure(
@@ -464,7 +499,8 @@ def manifest_from_parts(
         status=status,
         failure=failure,
         totals=totals.totals(start, end),
-        replay_of=attributes.get(A.REPLAY_OF),
+        replay_of=None if derived_from is not None else attributes.get(A.REPLAY_OF),
+        derived_from=derived_from,
         agent_version=attributes.get(A.AGENT_VERSION),
         environment=header.get("environment") or environment(),
         resource={"attributes": resource_attributes},

@@ -207,8 +207,11 @@ def _header(bundle: Bundle) -> list[Text]:
         lines.append(_preview_line("  output: ", bundle.output))
     if bundle.state_changes:
         lines.append(Text(f"  {len(bundle.state_changes)} state changes"))
-    if manifest.replay_of:
-        lines.append(Text(f"  replay of run {manifest.replay_of}"))
+    derived = manifest.derived_from
+    if derived:
+        how = derived.get("how")
+        step = f" at step {derived['step']}" if derived.get("step") is not None else ""
+        lines.append(Text(f"  derived from run {derived.get('run_id')} ({how}{step})"))
     return lines
 
 

@@ -45,6 +45,7 @@ _ACTION_STYLES = {
     "derived": "cyan",
     "manual": "blue",
     "refused": "bold red",
+    "live": "magenta",
 }
 
 
@@ -106,6 +107,16 @@ def register(group: click.Group) -> None:
     "('llm' or PROVIDER/MODEL) or for every call ('*'); repeatable.",
 )
 @click.option(
+    "--on-miss",
+    "on_miss",
+    type=click.Choice(["error", "live"]),
+    default="error",
+    show_default=True,
+    help="live: a call no recorded call matches runs for real (LLM calls, or only the "
+    "--live-llm models; tools only if named by --allow-live-tool, '*' for all) instead of "
+    "diverging. With --save, the combined run is a refreshed bundle.",
+)
+@click.option(
     "--save",
     type=click.Path(path_type=Path),
     metavar="PATH",
@@ -135,6 +146,7 @@ def replay_command(
     match: str,
     tiers: str | None,
     match_ignore: tuple[str, ...],
+    on_miss: str,
     save: Path | None,
     overwrite: bool,
     limit: int,
@@ -155,6 +167,7 @@ def replay_command(
             overwrite=overwrite,
             tiers=parse_tiers_option(tiers),
             match_ignore=parse_match_ignore_option(match_ignore),
+            on_miss=on_miss,
         )
         if save is not None:
             check_bundle_target(
@@ -370,7 +383,8 @@ def _print_report(
     width = max((len(item.recorded.label) for item in shown), default=0)
     for item in shown:
         line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"  {item.number:>3}. #{item.recorded.seq} ")
+        seq = f"#{item.recorded.seq}" if item.action != "live" else "new"
+        line.append(f"  {item.number:>3}. {seq} ")
         line.append(item.recorded.label.ljust(width), style="bold")
         line.append("  ")
         line.append(item.action, style=_ACTION_STYLES.get(item.action, ""))

@@ -76,6 +76,8 @@ AGENT_VERSION: Final = "sftrace.agent_version"  # record(agent_version=) / repla
 RUN_INPUT: Final = "sftrace.run.input"
 RUN_OUTPUT: Final = "sftrace.run.output"
 REPLAY_OF: Final = "sftrace.replay_of"  # run id of the recorded run a replay re-ran
+# JSON {"run_id", "how", ...}: the run a derived run (replay, on_miss, fork) came from
+DERIVED_FROM: Final = "sftrace.derived_from"
 REDACTIONS: Final = "sftrace.redactions"  # JSON list of {field, path, rule}; never the value
 # Set on OTLP copies of spans only (never in bundles): what the OTLP export left out.
 TRUNCATED: Final = "sftrace.truncated"  # keys of attributes capped by max_payload_bytes

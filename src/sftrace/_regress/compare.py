@@ -149,7 +149,11 @@ def _calls(
         [key(call, relaxed_left) for call in left],
         [key(call, relaxed_right) for call in right],
         [identity(call) for call in left],
-        [identity(call) for call in right],
+        # a call that ran live (on_miss="live") pairs with no recorded call
+        [
+            ("live", str(k), None) if call.seq in cand.live else identity(call)
+            for k, call in enumerate(right)
+        ],
     )
     # After a divergence that ended the run, the recorded calls not reached before it are
     # its consequence, not findings of their own.
@@ -174,7 +178,16 @@ def _calls(
         before = len(builder.findings)
         lcall = left[li] if li is not None else None
         rcall = right[ri] if ri is not None else None
-        _placement(builder, status, (lcall, lref), (rcall, rref))
+        if status == "unexpected" and rcall is not None and rcall.seq in cand.live:
+            builder.add(
+                FindingCode.CALL_ADDED_LIVE,
+                f"{rref} of the {builder.labels[1]} run has no counterpart in the "
+                f"{builder.labels[0]} run and ran live (on_miss='live'); input "
+                f"{preview(rcall.input)}",
+                candidate=rref,
+            )
+        else:
+            _placement(builder, status, (lcall, lref), (rcall, rref))
         if lcall is not None and rcall is not None and lref is not None and rref is not None:
             _compare_pair(builder, lcall, rcall, lref, rref, cand.tiers.get(rcall.seq))
             if status == "same" and len(builder.findings) > before:

@@ -46,6 +46,7 @@ class FindingCode(StrEnum):
     CALL_INPUT_CHANGED = "CALL_INPUT_CHANGED"
     CALL_INPUT_NORMALIZED = "CALL_INPUT_NORMALIZED"
     CALL_INPUT_RELAXED = "CALL_INPUT_RELAXED"
+    CALL_ADDED_LIVE = "CALL_ADDED_LIVE"
     CALL_OUTPUT_CHANGED = "CALL_OUTPUT_CHANGED"
     CALL_ORDER_CHANGED = "CALL_ORDER_CHANGED"
     CALL_ERROR_CHANGED = "CALL_ERROR_CHANGED"
@@ -80,6 +81,8 @@ DEFAULT_SEVERITIES: Final[Mapping[FindingCode, Severity]] = MappingProxyType(
         # match_ignore paths: said, not failed (a policy can make them errors).
         FindingCode.CALL_INPUT_NORMALIZED: Severity.INFO,
         FindingCode.CALL_INPUT_RELAXED: Severity.WARNING,
+        # A replay with on_miss="live" ran a call the recording has no counterpart for.
+        FindingCode.CALL_ADDED_LIVE: Severity.INFO,
     }
 )
 

@@ -62,6 +62,8 @@ class ComparedRun:
     # For a replay: the seq of each replayed call matched at a non-exact tier -> the tier,
     # the seq of the recorded call it matched, and the input paths the tier ignored.
     tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = field(default_factory=dict)
+    # For a replay with on_miss="live": the seqs of the calls that ran live.
+    live: frozenset[int] = frozenset()
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -149,6 +151,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             tiers=_tiers(value),
             refused_after_divergence=refused,
             covered=frozenset(call.seq for call in value.covered),
+            live=frozenset(m.number for m in value.matched if m.action == "live"),
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "

@@ -9,6 +9,9 @@ and lives next to the agent::
     pythonpath = ["."]                    # default: the suite's directory
     match = "strict"                      # or "unordered"
     tiers = ["exact", "normalized"]       # match tiers (default; add "relaxed" with:)
+    on_miss = "live"                      # a new call runs for real (default "error")
+    allow_live_tools = ["check_policy"]   # also mode and live_llms, as in replay()
+
     [match_ignore]                        # input paths the relaxed tier ignores
     llm = ["$.messages[0].content"]       # per tool name, "llm", "provider/model" or "*"
 
@@ -28,7 +31,9 @@ and lives next to the agent::
     [cases.policy]                        # extends the suite's policy
     ignore_paths = ["reply"]
 
-A case without expectations passes when the replay behaves as recorded
+A case may set any of the replay options (``match``, ``tiers``, ``match_ignore``,
+``on_miss``, ``mode``, ``live_llms``, ``allow_live_tools``); its value replaces the
+suite's. A case without expectations passes when the replay behaves as recorded
 (``sftrace.compare``); with expectations it passes when the replay meets them. Loading
 validates everything (keys, bundles, files, policies) before any case runs; a problem
 raises one :class:`SuiteError` naming the file and the case.
@@ -64,7 +69,15 @@ if TYPE_CHECKING:
 SUITE_SUFFIX: Final = ".sftrace-suite.toml"
 # Replay options a suite sets for its cases and a case may set for itself (a case's
 # value replaces the suite's); checked by ReplayOptions.build.
-_REPLAY_KEYS: Final[tuple[str, ...]] = ("match", "tiers", "match_ignore")
+_REPLAY_KEYS: Final[tuple[str, ...]] = (
+    "match",
+    "tiers",
+    "match_ignore",
+    "on_miss",
+    "mode",
+    "live_llms",
+    "allow_live_tools",
+)
 _SUITE_KEYS: Final = ("name", "entrypoint", "pythonpath", *_REPLAY_KEYS, "policy", "cases")
 _CASE_KEYS: Final = (
     "name",
@@ -262,8 +275,9 @@ class _Loader:
     def replay_options(self, values: Mapping[str, Any], case: str | None) -> ReplayOptions:
         from sftrace._replay.options import ReplayOptions
 
-        if "tiers" in values and not isinstance(values["tiers"], list):
-            raise self.fail(f"tiers must be a list of tier names, got {values['tiers']!r}", case)
+        for key in ("tiers", "live_llms", "allow_live_tools"):
+            if key in values and not isinstance(values[key], list):
+                raise self.fail(f"{key} must be a list of names, got {values[key]!r}", case)
         try:
             return ReplayOptions.build(**values)
         except ConfigError as exc:

@@ -37,7 +37,10 @@ class MatchedCall:
 
     number: int  # 1-based position among reached calls
     recorded: Call
-    action: str  # "substituted", "executed", "derived", "manual" or "refused"
+    # "substituted", "executed", "derived", "manual", "refused", or "live" (on_miss="live":
+    # no recorded call matched and the call ran for real; ``recorded`` then describes the
+    # reached call, with seq 0)
+    action: str
     # How the reached input matched the recorded one ("exact", "normalized", "relaxed");
     # None for a call paired by position only (a live LLM call in hybrid mode).
     tier: MatchTier | None = None
@@ -116,6 +119,11 @@ class ReplayController:
             try:
                 index, tier = self._find(number, reached)
             except ReplayError as exc:
+                if self.options.on_miss == "live" and self.options.may_run_live(
+                    *_identity(reached)
+                ):
+                    self.matched.append(MatchedCall(number, _unrecorded(reached), "live"))
+                    return Decision(Action.EXECUTE)
                 self._diverge(exc)
                 return Decision(Action.RAISE, error=exc)
             self._used[index] = True
@@ -218,6 +226,15 @@ class ReplayController:
             raise self._exhausted(number, reached)
         recorded = self.calls[self._next]
         found = self._tier_of(recorded, reached, reached_input)
+        if found is None and self.options.on_miss == "live":
+            # A miss uses up no recorded call; a later one that matches skips those before
+            # it (they stay unused).
+            for ahead in range(self._next + 1, len(self.calls)):
+                if not self._used[ahead]:
+                    found = self._tier_of(self.calls[ahead], reached, reached_input)
+                    if found is not None:
+                        self._next = ahead
+                        break
         if found is None:
             raise self._mismatch(number, reached, recorded, unordered=False)
         self._next += 1
@@ -311,7 +328,11 @@ class ReplayController:
             return Decision(Action.MANUAL, recorded)
         # frozen: the mode decides
         if self.mode is ReplayMode.LIVE:
-            if recorded.kind == A.KIND_LLM or recorded.name in self.allow_live_tools:
+            if (
+                recorded.kind == A.KIND_LLM
+                or recorded.name in self.allow_live_tools
+                or "*" in self.allow_live_tools
+            ):
                 return Decision(Action.EXECUTE, recorded)
             return Decision(
                 Action.RAISE,
@@ -327,6 +348,22 @@ class ReplayController:
                 Action.RAISE, recorded, rebuild_exception(recorded.error), recorded_failure=True
             )
         return Decision(Action.RETURN, recorded)
+
+
+def _unrecorded(reached: Reached) -> Call:
+    """A reached call the recording has no counterpart for, as a ``Call`` (seq 0)."""
+    return Call(
+        seq=0,
+        kind=reached.kind,
+        name=reached.name,
+        provider=reached.provider,
+        input_json=reached.input_json,
+        output_json=None,
+        error=None,
+        policy=ReplayPolicy.LIVE.value,
+        span_id="",
+        parent_span_id=None,
+    )
 
 
 def _inner_calls(calls: list[Call], span_parents: dict[str, str | None]) -> dict[int, list[int]]:

@@ -21,6 +21,8 @@ from sftrace._record.manual import check_agent_version
 
 ManualHandler = Callable[[Call], Any]
 MatchTier = Literal["exact", "normalized", "relaxed"]
+OnMiss = Literal["error", "live"]
+ON_MISS: Final[tuple[OnMiss, ...]] = ("error", "live")
 # The tiers in the order a call is tried against them.
 TIERS: Final[tuple[MatchTier, ...]] = ("exact", "normalized", "relaxed")
 DEFAULT_TIERS: Final[tuple[MatchTier, ...]] = ("exact", "normalized")
@@ -41,6 +43,16 @@ class ReplayOptions:
     tiers: tuple[MatchTier, ...] = DEFAULT_TIERS
     # tool name, "llm", "provider/model" or "*" -> the input paths the relaxed tier ignores
     match_ignore: Mapping[str, tuple[JsonPath, ...]] = field(default_factory=dict)
+    # "live": a call that matches no recorded call runs for real (when allowed) instead
+    # of diverging; "error": it diverges.
+    on_miss: OnMiss = "error"
+
+    def may_run_live(self, kind: str, name: str, provider: str | None) -> bool:
+        """Whether a call the recording cannot answer may run for real (``on_miss``):
+        LLM calls unless ``live_llms`` names others, tools named in ``allow_live_tools``."""
+        if kind == "llm":
+            return not self.live_llms or f"{provider}/{name}" in self.live_llms
+        return "*" in self.allow_live_tools or name in self.allow_live_tools
 
     def ignored_paths(self, kind: str, name: str, provider: str | None) -> tuple[JsonPath, ...]:
         """The input paths the relaxed tier ignores for a call of this kind and name."""
@@ -65,20 +77,28 @@ class ReplayOptions:
         agent_version: str | None = None,
         tiers: Iterable[str] | None = None,
         match_ignore: Mapping[str, Iterable[str]] | None = None,
+        on_miss: str = "error",
     ) -> ReplayOptions:
         """Check the options as users pass them; raise ``ConfigError`` naming the bad one."""
         parsed_mode = ReplayMode.parse(mode, parameter="mode")
         parsed_match = MatchMode.parse(match, parameter="match")
         llms = _live_llms(live_llms)
         tools = _names(allow_live_tools)
-        if llms and parsed_mode is not ReplayMode.HYBRID:
+        if on_miss not in ON_MISS:
+            raise ConfigError(
+                f"invalid on_miss={on_miss!r}: expected 'error' (a call the recording cannot "
+                f"answer diverges) or 'live' (it runs for real, when live mode would allow it)"
+            )
+        live_miss = on_miss == "live"
+        if llms and parsed_mode is not ReplayMode.HYBRID and not live_miss:
             raise ConfigError(
                 f"live_llms={list(llms)!r} needs mode='hybrid' (got mode="
-                f"{parsed_mode.value!r}); in 'live' mode every LLM call runs live already"
+                f"{parsed_mode.value!r}) or on_miss='live'; in 'live' mode every LLM call "
+                f"runs live already"
             )
-        if tools and parsed_mode is not ReplayMode.LIVE:
+        if tools and parsed_mode is not ReplayMode.LIVE and not live_miss:
             raise ConfigError(
-                f"allow_live_tools={list(tools)!r} needs mode='live' (got "
+                f"allow_live_tools={list(tools)!r} needs mode='live' or on_miss='live' (got "
                 f"mode={parsed_mode.value!r})"
             )
         if manual is not None and not callable(manual):
@@ -95,6 +115,7 @@ class ReplayOptions:
             agent_version=check_agent_version(agent_version),
             tiers=_tiers(tiers, relaxed=bool(ignore)),
             match_ignore=ignore,
+            on_miss="live" if live_miss else "error",
         )
 
 
@@ -168,4 +189,4 @@ def _live_llms(live_llms: Iterable[str] | None) -> tuple[str, ...]:
     return checked
 
 
-__all__ = ["DEFAULT_TIERS", "TIERS", "ManualHandler", "MatchTier", "ReplayOptions"]
+__all__ = ["DEFAULT_TIERS", "TIERS", "ManualHandler", "MatchTier", "OnMiss", "ReplayOptions"]

@@ -213,6 +213,7 @@ def replay_run(
     agent_version: str | None = None,
     tiers: Iterable[str] | None = None,
     match_ignore: Mapping[str, Iterable[str]] | None = None,
+    on_miss: str = "error",
 ) -> ReplayResult:
     """Replay ``bundle`` by calling the agent's own ``entrypoint``; never raises its errors.
 
@@ -237,6 +238,7 @@ def replay_run(
         agent_version=agent_version,
         tiers=tiers,
         match_ignore=match_ignore,
+        on_miss=on_miss,
     )
     return run_replay(bundle, target, options)
 
@@ -274,6 +276,7 @@ async def areplay_run(
     agent_version: str | None = None,
     tiers: Iterable[str] | None = None,
     match_ignore: Mapping[str, Iterable[str]] | None = None,
+    on_miss: str = "error",
 ) -> ReplayResult:
     """The async twin of :func:`replay_run`, awaiting an async entrypoint in this loop."""
     target = resolve_entrypoint(entrypoint)
@@ -288,6 +291,7 @@ async def areplay_run(
         agent_version=agent_version,
         tiers=tiers,
         match_ignore=match_ignore,
+        on_miss=on_miss,
     )
     return await arun_replay(bundle, target, options)
 

@@ -27,7 +27,7 @@ from sftrace._internal import internal_error, log_once
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.policy import MatchMode, ReplayMode
-from sftrace._model.serialize import loads
+from sftrace._model.serialize import dumps, loads
 from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.config import State, get_state
 from sftrace._record.run import ActiveRun, enter_run, exit_run, mark_run_end
@@ -178,7 +178,11 @@ class ReplaySession:
                 trace_flags=TraceFlags(TraceFlags.SAMPLED),
             )
             links.append(Link(recorded_context, {A.REPLAY_OF: manifest.run_id}))
-        attributes: dict[str, Any] = {A.REPLAY_OF: manifest.run_id}
+        how = "on_miss" if self.options.on_miss == "live" else "replay"
+        attributes: dict[str, Any] = {
+            A.REPLAY_OF: manifest.run_id,
+            A.DERIVED_FROM: dumps({"run_id": manifest.run_id, "how": how}),
+        }
         for item in self.bundle.run_span.get("attributes", ()):
             if item.get("key") in (A.RUN_INPUT, A.METADATA):
                 value = item.get("value", {}).get("stringValue")
@@ -281,6 +285,7 @@ def replay(
     agent_version: str | None = None,
     tiers: Iterable[str] | None = None,
     match_ignore: Mapping[str, Iterable[str]] | None = None,
+    on_miss: str = "error",
 ) -> ReplaySession:
     """Replay a recorded run: every instrumented call is answered from the bundle.
 
@@ -314,6 +319,13 @@ def replay(
         match_ignore: input paths the relaxed tier ignores, keyed by tool name, by
             ``"llm"`` or ``"provider/model"`` for LLM calls, or ``"*"`` for every call:
             ``{"llm": ["$.messages[0].content"], "*": ["$.request_id"]}``.
+        on_miss: ``"error"`` (default): a call no recorded call matches diverges.
+            ``"live"``: it runs for real instead, under live mode's rules (LLM calls, or
+            only those in ``live_llms``; tools only if named in ``allow_live_tools``,
+            ``"*"`` for all; anything else still diverges) and appears in ``matched``
+            with action ``"live"``. In strict order a miss uses up no recorded call;
+            matching resumes at the next recorded call that matches, and those skipped
+            over become unused.
     """
     options = ReplayOptions.build(
         mode=mode,
@@ -324,5 +336,6 @@ def replay(
         agent_version=agent_version,
         tiers=tiers,
         match_ignore=match_ignore,
+        on_miss=on_miss,
     )
     return ReplaySession(bundle_or_path, options)

@@ -162,7 +162,7 @@ def run_header(bundle: Bundle) -> dict[str, Any]:
         "started_at": manifest.started_at,
         "totals": manifest.totals.to_json(),
         "recorded_with": recorded_with if isinstance(recorded_with, str) else None,
-        "replay_of": manifest.replay_of,
+        "replay_of": (manifest.derived_from or {}).get("run_id"),
         "path": str(bundle.path) if bundle.path is not None else None,
     }
 

@@ -96,6 +96,8 @@ def _actions(result: ReplayResult) -> dict[int, tuple[str, str | None]]:
     """Recorded call number -> what the replay did with it, and its match tier if any."""
     actions: dict[int, tuple[str, str | None]] = {}
     for matched in result.matched:
+        if matched.action == "live":  # no recorded call: shown on the replayed side only
+            continue
         tier = getattr(matched, "tier", None)
         actions[matched.recorded.seq] = (matched.action, None if tier is None else str(tier))
     return actions
