@@ -9,8 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
-import notify_agent as agent
 import pytest
+import scenario_notify_agent as agent
 
 import sftrace
 
@@ -76,7 +76,7 @@ def test_frozen_replay_answers_pool_calls_and_runs_no_body(tmp_path: Path) -> No
 _SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
-import sftrace, notify_agent as agent
+import sftrace, scenario_notify_agent as agent
 mode, path = sys.argv[1], sys.argv[2]
 request = {{"user": "alice", "topic": "outage"}}
 if mode == "record":

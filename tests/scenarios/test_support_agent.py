@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import support_agent as agent
+import scenario_support_agent as agent
 
 import sftrace
 from regress_helpers import assert_exported_test_judges_the_fix
@@ -110,5 +110,5 @@ def test_exported_test_fails_on_the_buggy_agent_and_passes_on_the_fixed_one(
     """The exported pytest file states the corrected output: red on the recorded code,
     green on the fix, run from another directory."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    shutil.copy(Path(agent.__file__), pytester.path / "support_agent.py")
-    assert_exported_test_judges_the_fix(pytester, bundle, "support_agent", CORRECT_OUTPUT)
+    shutil.copy(Path(agent.__file__), pytester.path / "scenario_support_agent.py")
+    assert_exported_test_judges_the_fix(pytester, bundle, "scenario_support_agent", CORRECT_OUTPUT)
