@@ -194,3 +194,16 @@ def test_an_old_bundle_with_replay_of_still_loads_as_derived_from(tmp_path: Path
     loaded = load_bundle(old)
     assert loaded.manifest.replay_of == load_bundle(bundle).run_id
     assert loaded.manifest.derived_from == {"run_id": loaded.manifest.replay_of, "how": "replay"}
+
+
+def test_refund_example_fix_that_adds_a_policy_check_passes_its_on_miss_suite() -> None:
+    from sftrace import load_suite
+
+    suite_path = (
+        Path(__file__).parent.parent / "examples" / "refund_agent"
+    ) / "policy_check.sftrace-suite.toml"
+    (result,) = load_suite(suite_path).run()
+    assert result.outcome == "passed", result.failure_text() or result.error
+    assert result.replay is not None
+    assert "live" in [m.action for m in result.replay.matched]
+    assert result.replay.match_counts["live"] == 1
