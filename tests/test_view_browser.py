@@ -178,7 +178,7 @@ def test_suite_index_links_to_each_case_page(browser: Any, tmp_path: Path) -> No
     with open_page(browser, report / "index.html") as loaded:
         page = loaded.page
         links = page.locator("table.cases a")
-        assert links.count() == 2
+        assert links.count() == 3  # refunds (2 cases) and policy_check (1)
         assert loaded.network() == []
         links.first.click()
         page.wait_for_selector("html[data-ready='1']")
