@@ -221,10 +221,8 @@ def test_agenttrace_values_are_redacted_and_metadata_kept(tmp_path: Path) -> Non
     assert bundle.calls[0].output["token"] == "[REDACTED:sensitive_key]"
     run = bundle.spans[0]
     metadata = next(a for a in run["attributes"] if a["key"] == A.METADATA)
-    assert json.loads(metadata["value"]["stringValue"]) == {
-        "agent_version": "v1.2.0",
-        "user_id": "u-7",
-    }
+    assert json.loads(metadata["value"]["stringValue"]) == {"user_id": "u-7"}
+    assert bundle.manifest.agent_version == "v1.2.0"
     notify = bundle.calls[3]
     assert notify.error is not None
     assert notify.error.type == "ConnectionError"
@@ -386,6 +384,7 @@ def test_migrate_suite_writes_a_suite_that_sftrace_runs(
     assert dict(two_orders.policy.severity_overrides) == {
         "CALL_ORDER_CHANGED": "info",
         "OUTPUT_TEXT_CHANGED": "error",
+        "CALL_INPUT_NORMALIZED": "warning",  # agenttrace-vcr's default
     }
     assert dict(crash.policy.severity_overrides)["MISSING_CALL"] == "warning"
     assert dict(crash.policy.severity_overrides)["STATUS_CHANGED"] == "warning"

@@ -10,8 +10,10 @@ finding code, or a recording that cannot be read, raises one ``SuiteError`` nami
 them all, and nothing is written.
 
 agenttrace-vcr matches calls regardless of order and reports a changed order as a
-warning; the migrated suite keeps that (``match = "unordered"``, and
-``CALL_ORDER_CHANGED`` a warning unless the suite says otherwise).
+warning, and arguments matched only after normalizing them as a warning too; the
+migrated suite keeps that (``match = "unordered"``, ``CALL_ORDER_CHANGED`` and
+``CALL_INPUT_NORMALIZED`` warnings unless the suite says otherwise; sftrace's default
+match tiers, exact then normalized, are agenttrace-vcr's).
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ _CASE_KEYS: Final = ("name", "recording", "policy")
 _POLICY_KEYS: Final = ("severity_overrides", "ignore_paths")
 _SEVERITIES: Final = tuple(severity.value for severity in Severity)
 # What the migrated suite sets so it judges like agenttrace-vcr did by default.
-_DEFAULT_OVERRIDES: Final = {FindingCode.CALL_ORDER_CHANGED.value: Severity.WARNING.value}
+_DEFAULT_OVERRIDES: Final = {
+    FindingCode.CALL_ORDER_CHANGED.value: Severity.WARNING.value,
+    FindingCode.CALL_INPUT_NORMALIZED.value: Severity.WARNING.value,
+}
 BUNDLES_DIR: Final = "bundles"
 
 

@@ -87,8 +87,10 @@ def read_agenttrace(path: str | os.PathLike[str]) -> PeerRun:
     end = iso_to_ns(payload.get("completed_at") or payload.get("started_at"), display)
     end = max(end, start)
     metadata = dict(payload.get("metadata") or {})
-    if payload.get("agent_version"):
-        metadata["agent_version"] = payload["agent_version"]
+    version = payload.get("agent_version")
+    if version is not None and not _is_version(version):
+        metadata["agent_version"] = version  # not a one-line label: kept as it was
+        version = None
     run = PeerRun(
         source=SOURCE,
         path=source,
@@ -98,6 +100,7 @@ def read_agenttrace(path: str | os.PathLike[str]) -> PeerRun:
         end_ns=end,
         status=str(payload.get("status") or ""),
         metadata=metadata,
+        agent_version=version,
         replay_of=payload.get("replay_of_run_id") or None,
     )
     if payload.get("input") is not None:
@@ -110,6 +113,10 @@ def read_agenttrace(path: str | os.PathLike[str]) -> PeerRun:
     elif run.status == STATUS_FAILED and run.failure is None:
         run.failure = PeerError("Exception", "the run failed")
     return run
+
+
+def _is_version(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and "\n" not in value
 
 
 def _error(response: Any) -> PeerError:

@@ -83,6 +83,7 @@ class PeerRun:
     failure: PeerError | None = None
     failure_call: int | None = None  # index of the call the run failed in
     metadata: dict[str, Any] = field(default_factory=dict)
+    agent_version: str | None = None
     replay_of: str | None = None
     calls: list[PeerCall] = field(default_factory=list)
     states: list[PeerState] = field(default_factory=list)

@@ -173,6 +173,8 @@ def _run_line(
         attributes[A.RUN_INPUT] = values.json(run.run_input, "run.input", records, keys=True)
     if run.metadata:
         attributes[A.METADATA] = values.json(run.metadata, "run.metadata", records, keys=True)
+    if run.agent_version is not None:
+        attributes[A.AGENT_VERSION] = run.agent_version
     events: list[dict[str, Any]] = []
     for state in run.states:
         key = values.text(state.key, "state.key", records)
