@@ -236,10 +236,14 @@ def test_inspect_unreadable_bundle_is_bad_input(make: str, tmp_path: Path) -> No
 # --- validate -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("verify", [False, True])
-def test_validate_good_bundle(verify: bool, good: Path) -> None:
-    """A fresh bundle is valid: exit 0 and one line with its counts."""
-    result = invoke("validate", good, *(["--verify-integrity"] if verify else []))
+@pytest.mark.parametrize(
+    ("flags", "verify"),
+    [([], True), (["--verify-integrity"], True), (["--no-verify-integrity"], False)],
+)
+def test_validate_good_bundle(flags: list[str], verify: bool, good: Path) -> None:
+    """A fresh bundle is valid: exit 0 and one line with its counts; digests are
+    verified unless --no-verify-integrity."""
+    result = invoke("validate", good, *flags)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert len(lines) == 1
@@ -304,20 +308,23 @@ def test_validate_damaged_bundle_is_invalid(
     assert validate_bundle(good) == problems
 
 
-def test_validate_verify_integrity_catches_a_flipped_byte(good: Path) -> None:
-    """A changed byte that keeps the JSON valid is only caught by --verify-integrity."""
+@pytest.mark.parametrize("flags", [[], ["--verify-integrity"]])
+def test_validate_verifies_digests_by_default(flags: list[str], good: Path) -> None:
+    """A changed byte that keeps the JSON valid is caught by the digests, which validate
+    checks unless told not to."""
     spans = good / "spans.jsonl"
     data = bytearray(spans.read_bytes())
     position = data.index(f"invoke_agent {AGENT}".encode()) + len("invoke_agent ")
     data[position] ^= 0x20  # 'c' -> 'C': still valid JSON, still a valid span
     spans.write_bytes(bytes(data))
-    assert invoke("validate", good).exit_code == 0
-    result = invoke("validate", good, "--verify-integrity")
+    assert invoke("validate", good, "--no-verify-integrity").exit_code == 0
+    assert validate_bundle(good, verify_integrity=False) == []
+    result = invoke("validate", good, *flags)
     assert result.exit_code == 1, result.output
     (problem,) = result.stdout.splitlines()
     assert str(spans) in problem
     assert "digest mismatch" in problem
-    assert validate_bundle(good, verify_integrity=True) == [problem]
+    assert validate_bundle(good) == [problem]
 
 
 def not_a_bundle(tmp_path: Path, make: str) -> Path:

@@ -116,6 +116,8 @@ def test_capture_content_false_strips_inputs_and_outputs_from_otlp_only(
     content = {
         "sftrace.input",
         "sftrace.output",
+        "sftrace.input.sha256",  # a digest of a short value confirms a guess of it
+        "sftrace.output.sha256",
         "sftrace.run.input",
         "sftrace.run.output",
         "gen_ai.tool.call.arguments",

@@ -21,7 +21,7 @@ from sftrace._bundle.format import CHECKSUMS_FILE, MANIFEST_FILE, MAX_SPANS_BYTE
 from sftrace._bundle.manifest import HEX16, Manifest
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call
+from sftrace._model.calls import Call, payload_digest
 from sftrace._model.otlp_json import decode_attributes, decode_value
 from sftrace._model.text import repr_preview, shorten
 
@@ -322,6 +322,28 @@ def _sha256(root: Path, name: str) -> str:
 
 
 # --- consistency --------------------------------------------------------------------
+
+
+def call_digest_problems(calls: Sequence[Call], display: str) -> list[str]:
+    """Calls whose stored input or output no longer matches its digest
+    (``sftrace.input.sha256`` / ``sftrace.output.sha256``; calls without one are not
+    checked): the value was changed after it was recorded."""
+    problems = []
+    for call in calls:
+        attributes = call.attributes
+        for field_name, text, key in (
+            ("input", call.input_json, A.INPUT_SHA256),
+            ("output", call.output_json, A.OUTPUT_SHA256),
+        ):
+            digest = attributes.get(key)
+            if digest is None or text is None:
+                continue
+            if digest != payload_digest(text):
+                problems.append(
+                    f"{display}: call {call.seq} ({call.label}): its {field_name} was changed "
+                    f"after it was recorded ({key} does not match)"
+                )
+    return problems
 
 
 def consistency_problems(

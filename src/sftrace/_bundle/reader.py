@@ -18,7 +18,12 @@ from typing import Any, overload
 
 import orjson
 
-from sftrace._bundle.checks import SpanChecker, consistency_problems, integrity_problems
+from sftrace._bundle.checks import (
+    SpanChecker,
+    call_digest_problems,
+    consistency_problems,
+    integrity_problems,
+)
 from sftrace._bundle.files import (
     check_bundle_file,
     check_directory,
@@ -328,19 +333,20 @@ def _state_changes(span: dict[str, Any]) -> list[StateChange]:
 # --- validation ---------------------------------------------------------------------
 
 
-def validate_bundle(path: str | os.PathLike[str], *, verify_integrity: bool = False) -> list[str]:
+def validate_bundle(path: str | os.PathLike[str], *, verify_integrity: bool = True) -> list[str]:
     """Check the bundle at ``path``; return its problems, one message each (empty: valid).
 
     Structural checks are those of :func:`load_bundle` plus the consistency of the
     manifest with the spans (totals, run id, root span) and the presence of the digests
-    file; ``verify_integrity`` also compares every file with its digest. Raises
+    file; ``verify_integrity`` (the default) also compares every file with its digest
+    and every call's input and output with theirs (``False`` skips that). Raises
     ``BundleError`` when ``path`` is not a bundle at all (missing, not a directory, no
     ``manifest.json``), and ``OSError`` when it cannot be read.
     """
     return check_bundle(Path(path), verify_integrity=verify_integrity)[1]
 
 
-def check_bundle(root: Path, *, verify_integrity: bool = False) -> tuple[Bundle | None, list[str]]:
+def check_bundle(root: Path, *, verify_integrity: bool = True) -> tuple[Bundle | None, list[str]]:
     """:func:`validate_bundle`, also returning the loaded bundle when it could be loaded."""
     check_is_bundle(root)
     problems: list[str] = []
@@ -360,6 +366,8 @@ def check_bundle(root: Path, *, verify_integrity: bool = False) -> tuple[Bundle 
             )
         )
     if verify_integrity:
+        if bundle is not None:
+            problems.extend(call_digest_problems(bundle.calls, str(root / SPANS_FILE)))
         try:
             problems.extend(integrity_problems(root))
         except BundleError as exc:

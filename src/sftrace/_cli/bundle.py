@@ -265,9 +265,12 @@ def _preview_line(prefix: str, value: Any) -> Text:
 @click.command("validate")
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option(
-    "--verify-integrity",
-    is_flag=True,
-    help="Also check every file against the SHA-256 digests in checksums.sha256.",
+    "--verify-integrity/--no-verify-integrity",
+    default=True,
+    show_default=True,
+    help="Check every file against the SHA-256 digests in checksums.sha256, and every "
+    "call's input and output against theirs (the default); --no-verify-integrity checks "
+    "the structure only.",
 )
 def validate_command(bundle: Path, verify_integrity: bool) -> None:
     """Check a bundle. Exit 0 valid, 1 invalid (one problem per line), 2 unreadable."""

@@ -23,6 +23,9 @@ CONTENT_ATTRIBUTES = frozenset(
     {
         A.INPUT,
         A.OUTPUT,
+        # A digest of a short value gives the value away: it goes where the value goes.
+        A.INPUT_SHA256,
+        A.OUTPUT_SHA256,
         A.RUN_INPUT,
         A.RUN_OUTPUT,
         A.GEN_AI_TOOL_CALL_ARGUMENTS,

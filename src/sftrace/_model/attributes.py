@@ -57,6 +57,10 @@ SEQ: Final = "sftrace.seq"  # order in which boundaries were reached; the run is
 RUN_ID: Final = "sftrace.run_id"
 INPUT: Final = "sftrace.input"  # canonical JSON of the call's input
 OUTPUT: Final = "sftrace.output"  # canonical JSON of the call's output
+# SHA-256 (hex) of the UTF-8 text of sftrace.input / sftrace.output as stored (redacted):
+# `sftrace validate` names the call whose value changed after it was recorded.
+INPUT_SHA256: Final = "sftrace.input.sha256"
+OUTPUT_SHA256: Final = "sftrace.output.sha256"
 # Instead of OUTPUT when the result could not become JSON: why (redacted).
 OUTPUT_UNRECORDED: Final = "sftrace.output.unrecorded"
 REPLAY_POLICY: Final = "sftrace.replay_policy"

@@ -3,6 +3,7 @@ referenced, and the state changes a run recorded."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -202,6 +203,11 @@ def _text(value: Any) -> str | None:
 
 def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def payload_digest(text: str) -> str:
+    """The digest of a call's stored input or output text (``sftrace.input.sha256``)."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def call_from_span(

@@ -21,7 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from sftrace._errors import ReplayMismatchError, TraceSerializationError
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call
+from sftrace._model.calls import Call, payload_digest
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
@@ -112,6 +112,7 @@ class BoundaryCall:
         attributes = dict(spec.attributes)
         attributes[A.SEQ] = seq
         attributes[A.INPUT] = input_json
+        attributes[A.INPUT_SHA256] = payload_digest(input_json)
         if self.redactions:
             attributes[A.REDACTIONS] = canonical(self.redactions)
             run.note_redactions(seq, self.redactions)
@@ -230,7 +231,9 @@ class BoundaryCall:
             self.run.note_redactions(self.seq, records)
 
     def _set_output(self, output_json: str) -> None:
-        self.span.set_attribute(A.OUTPUT, output_json)
+        self.span.set_attributes(
+            {A.OUTPUT: output_json, A.OUTPUT_SHA256: payload_digest(output_json)}
+        )
         if self.spec.kind == A.KIND_TOOL:
             self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
 

@@ -1,0 +1,81 @@
+"""Per-call digests of input and output: ``sftrace validate`` names the changed call."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from regress_helpers import invoke, llm, record_steps, tool
+from sftrace import load_bundle, validate_bundle
+
+STEPS = [tool("lookup", {"days": 45}, order_id="A-1"), llm("m-1", {"ok": True}, q="refund?")]
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    return record_steps(tmp_path / "run.sftrace", STEPS, output={"decision": "x"})
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_calls_carry_digests_of_their_stored_input_and_output(bundle: Path) -> None:
+    for call in load_bundle(bundle).calls:
+        assert call.attributes["sftrace.input.sha256"] == _sha(call.input_json)
+        assert call.output_json is not None
+        assert call.attributes["sftrace.output.sha256"] == _sha(call.output_json)
+
+
+def test_digests_are_of_the_redacted_values(tmp_path: Path) -> None:
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    path = record_steps(tmp_path / "s.sftrace", [tool("login", "ok", api_key=secret)])
+    [call] = load_bundle(path).calls
+    assert secret not in call.input_json
+    assert call.attributes["sftrace.input.sha256"] == _sha(call.input_json)
+
+
+def _change_output_of_call_1(bundle: Path) -> None:
+    spans = bundle / "spans.jsonl"
+    lines = spans.read_text().splitlines()
+    for index, line in enumerate(lines):
+        span = json.loads(line)
+        attributes = {a["key"]: a for a in span["attributes"]}
+        if attributes.get("sftrace.seq", {}).get("value") == {"intValue": "1"}:
+            attributes["sftrace.output"]["value"]["stringValue"] = '{"days":5}'
+            lines[index] = json.dumps(span, separators=(",", ":"))
+    spans.write_text("\n".join(lines) + "\n")
+
+
+def test_validate_names_the_call_whose_payload_changed(bundle: Path) -> None:
+    _change_output_of_call_1(bundle)
+    problems = validate_bundle(bundle)
+    named = [p for p in problems if "call 1 (tool lookup)" in p]
+    assert named == [
+        f"{bundle / 'spans.jsonl'}: call 1 (tool lookup): its output was changed after it "
+        f"was recorded (sftrace.output.sha256 does not match)"
+    ]
+    assert any("digest mismatch" in p for p in problems)  # the file, too
+    result = invoke("validate", bundle)
+    assert result.exit_code == 1
+    assert named[0] in result.stdout.splitlines()
+    # --no-verify-integrity checks the structure only.
+    assert invoke("validate", bundle, "--no-verify-integrity").exit_code == 0
+
+
+def test_bundles_without_digests_still_validate(bundle: Path) -> None:
+    """Bundles written before digests existed (or converted from the peers) have none."""
+    spans = bundle / "spans.jsonl"
+    text = spans.read_text()
+    lines = []
+    for line in text.splitlines():
+        span = json.loads(line)
+        span["attributes"] = [a for a in span["attributes"] if not a["key"].endswith(".sha256")]
+        lines.append(json.dumps(span, separators=(",", ":")))
+    spans.write_text("\n".join(lines) + "\n")
+    problems = validate_bundle(bundle)
+    assert all("changed after it was recorded" not in p for p in problems)
+    assert validate_bundle(bundle, verify_integrity=False) == []
