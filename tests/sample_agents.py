@@ -8,7 +8,7 @@ from typing import Any
 
 import pydantic
 
-from sftrace import allm_request, llm_request, trace_tool
+from sftrace import allm_request, llm_request, record, trace_tool
 
 EXECUTED: list[str] = []
 
@@ -120,3 +120,12 @@ def _afake(topic: str) -> Any:
         return {"text": f"about {topic}", "usage": {"input_tokens": 3, "output_tokens": 4}}
 
     return call
+
+
+def recorded(path: Any, agent: Any) -> Any:
+    """Record ``agent()`` (its return value as the run's output) into ``path``; then
+    forget which bodies ran, so a test sees only what its replay executes."""
+    with record("agent", output=path) as session:
+        session.set_output(agent())
+    EXECUTED.clear()
+    return path

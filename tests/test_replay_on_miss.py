@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sample_agents as agents
+from sample_agents import recorded
 from sftrace import (
     ConfigError,
     FindingCode,
@@ -16,7 +16,6 @@ from sftrace import (
     Severity,
     compare,
     load_bundle,
-    record,
     replay,
     replay_run,
 )
@@ -25,13 +24,6 @@ from sftrace import (
 @pytest.fixture(autouse=True)
 def _clear_executed() -> None:
     agents.EXECUTED.clear()
-
-
-def recorded(path: Path, agent: Callable[[], Any]) -> Path:
-    with record("agent", output=path) as session:
-        session.set_output(agent())
-    agents.EXECUTED.clear()
-    return path
 
 
 def buggy() -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import sample_agents as agents
+from sample_agents import recorded
 from sftrace import (
     ComparisonPolicy,
     ConfigError,
@@ -17,7 +18,6 @@ from sftrace import (
     Severity,
     compare,
     llm_request,
-    record,
     replay,
     replay_run,
 )
@@ -26,13 +26,6 @@ from sftrace import (
 @pytest.fixture(autouse=True)
 def _clear_executed() -> None:
     agents.EXECUTED.clear()
-
-
-def recorded(path: Path, agent: Callable[[], Any]) -> Path:
-    with record("agent", output=path) as session:
-        session.set_output(agent())
-    agents.EXECUTED.clear()
-    return path
 
 
 def ask(prompt: str, **extra: Any) -> dict[str, Any]:
