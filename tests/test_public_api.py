@@ -131,3 +131,18 @@ def test_import_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_fork_and_afork_are_public_twins() -> None:
+    """sftrace.fork / sftrace.afork (and ForkPointError, a ConfigError) are public, and
+    the async twin takes exactly the sync one's parameters."""
+    import inspect
+
+    assert {"fork", "afork", "ForkPointError"} <= set(sftrace.__all__)
+    assert issubclass(sftrace.ForkPointError, sftrace.ConfigError)
+    assert inspect.iscoroutinefunction(sftrace.afork)
+    sync, twin = inspect.signature(sftrace.fork), inspect.signature(sftrace.afork)
+    assert list(sync.parameters) == list(twin.parameters)
+    assert [p.default for p in sync.parameters.values()] == [
+        p.default for p in twin.parameters.values()
+    ]

@@ -27,6 +27,7 @@ if _typing.TYPE_CHECKING:
     from sftrace._errors import (
         BundleError,
         ConfigError,
+        ForkPointError,
         IncompleteReplayError,
         RecordedDependencyError,
         RecordedInterruption,
@@ -64,6 +65,7 @@ if _typing.TYPE_CHECKING:
     from sftrace._regress.replay_compare import replay_and_compare
     from sftrace._regress.suite import CaseResult, Suite, SuiteCase, load_suite
     from sftrace._replay.controller import MatchedCall
+    from sftrace._replay.fork import afork, fork
     from sftrace._replay.processor import ReplaySpanProcessor
     from sftrace._replay.run import ReplayResult, areplay_run, replay_run
     from sftrace._replay.session import ReplaySession, replay
@@ -91,6 +93,7 @@ _LAZY: dict[str, str] = {
     "configure": "_record.config",
     "BundleError": "_errors",
     "ConfigError": "_errors",
+    "ForkPointError": "_errors",
     "IncompleteReplayError": "_errors",
     "RecordedDependencyError": "_errors",
     "RecordedInterruption": "_errors",
@@ -129,6 +132,8 @@ _LAZY: dict[str, str] = {
     "ReplaySession": "_replay.session",
     "replay": "_replay.session",
     "MatchedCall": "_replay.controller",
+    "afork": "_replay.fork",
+    "fork": "_replay.fork",
     "ReplaySpanProcessor": "_replay.processor",
     "ReplayResult": "_replay.run",
     "areplay_run": "_replay.run",
@@ -154,6 +159,7 @@ __all__ = [
     "Expectations",
     "Finding",
     "FindingCode",
+    "ForkPointError",
     "ImportResult",
     "ImportedRun",
     "IncompleteReplayError",
@@ -188,11 +194,13 @@ __all__ = [
     "UnrecordedResultError",
     "Verdict",
     "__version__",
+    "afork",
     "allm_request",
     "areplay_run",
     "compare",
     "configure",
     "diff",
+    "fork",
     "import_otlp_files",
     "import_peer_runs",
     "llm_request",

@@ -4,7 +4,8 @@
 
     SftraceError
     ├── ConfigError (also ValueError)          bad configuration or argument
-    │   └── SuiteError                          a regression suite file is invalid
+    │   ├── SuiteError                          a regression suite file is invalid
+    │   └── ForkPointError                      a fork's ``at`` names no call it can fork at
     ├── TraceSerializationError (also TypeError)  a value could not become JSON
     ├── BundleError                             a bundle is missing, malformed or unsupported
     └── ReplayError                             anything that goes wrong while replaying
@@ -40,6 +41,17 @@ class SuiteError(ConfigError):
         super().__init__(message)
         self.path = path
         self.case = case
+
+
+class ForkPointError(ConfigError):
+    """``sftrace.fork(..., at=)`` names no call a fork can start from: a step out of
+    range, a ``NAME#K`` the recording does not have, or a call made inside a tool that the
+    fork answers from the recording (its body does not run, so the call is never made).
+    ``step`` is the 1-based call number when known, else None."""
+
+    def __init__(self, message: str, *, step: int | None = None) -> None:
+        super().__init__(message)
+        self.step = step
 
 
 class TraceSerializationError(SftraceError, TypeError):
@@ -159,6 +171,7 @@ for _error in (
     SftraceError,
     ConfigError,
     SuiteError,
+    ForkPointError,
     TraceSerializationError,
     BundleError,
     ReplayError,

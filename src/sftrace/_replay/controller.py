@@ -37,9 +37,10 @@ class MatchedCall:
 
     number: int  # 1-based position among reached calls
     recorded: Call
-    # "substituted", "executed", "derived", "manual", "refused", or "live" (on_miss="live":
-    # no recorded call matched and the call ran for real; ``recorded`` then describes the
-    # reached call, with seq 0)
+    # "substituted", "executed", "derived", "manual", "refused", "overridden" (a fork's
+    # call answered with the fork's override), or "live" (on_miss="live", or a call after
+    # a fork point: no recorded call answered it and it ran for real; ``recorded`` then
+    # describes the reached call, with seq 0)
     action: str
     # How the reached input matched the recorded one ("exact", "normalized", "relaxed");
     # None for a call paired by position only (a live LLM call in hybrid mode).
@@ -51,7 +52,7 @@ class MatchedCall:
 Identity = tuple[str, str, str | None]
 
 
-def _identity(call: Call | Reached) -> Identity:
+def call_identity(call: Call | Reached) -> Identity:
     return (call.kind, call.name, call.provider)
 
 
@@ -91,8 +92,8 @@ class ReplayController:
             for tier in self.tiers:
                 index_of: dict[tuple[Identity, str], deque[int]] = defaultdict(deque)
                 for index, call in enumerate(calls):
-                    key = self._key(tier, _identity(call), call.input, call.input_json)
-                    index_of[(_identity(call), key)].append(index)
+                    key = self._key(tier, call_identity(call), call.input, call.input_json)
+                    index_of[(call_identity(call), key)].append(index)
                 self._by_key[tier] = index_of
 
     # -- the processor stores decisions by span id; the interceptor takes them ------------
@@ -110,41 +111,50 @@ class ReplayController:
             return [call for call, used in zip(self.calls, self._used, strict=True) if not used]
 
     # -- deciding ------------------------------------------------------------------------
+    def provenance(self) -> dict[str, Any]:
+        """How a run replayed by this controller derives from the recorded one (the
+        manifest's ``derived_from`` without the ``run_id``)."""
+        return {"how": "on_miss" if self.options.on_miss == "live" else "replay"}
+
     def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:
         with self.lock:
-            self.reached_count += 1
-            number = self.reached_count
-            if self._is_live_llm(reached):
-                return self._live_llm(number, reached)
-            try:
-                index, tier = self._find(number, reached)
-            except ReplayError as exc:
-                if self.options.on_miss == "live" and self.options.may_run_live(
-                    *_identity(reached)
-                ):
-                    self.matched.append(MatchedCall(number, _unrecorded(reached), "live"))
-                    return Decision(Action.EXECUTE)
-                self._diverge(exc)
-                return Decision(Action.RAISE, error=exc)
-            self._used[index] = True
-            recorded = self.calls[index]
-            decision = self._apply_policy(number, recorded, reached)
-            # A recorded failure raised again is answered from the recording, whatever
-            # class it comes back as (RecordedDependencyError is a ReplayError too).
-            answered = decision.action in (Action.RETURN, Action.MANUAL)
-            if answered or decision.recorded_failure:
-                self._cover(index)
-            label = decision.action.value
-            if decision.recorded_failure:
-                label = Action.RETURN.value
-            diffs: tuple[tuple[str, Any, Any], ...] = ()
-            if tier != "exact":
-                diffs = tuple(differences(recorded.input, loads(reached.input_json)))
-            self.matched.append(MatchedCall(number, recorded, label, tier, diffs))
-            if decision.action is Action.RAISE and not decision.recorded_failure:
-                assert isinstance(decision.error, ReplayError)
-                self._diverge(decision.error)
-            return decision
+            return self._decide(reached)
+
+    def _decide(self, reached: Reached) -> Decision:
+        """:meth:`decide`, with the lock held."""
+        self.reached_count += 1
+        number = self.reached_count
+        if self._is_live_llm(reached):
+            return self._live_llm(number, reached)
+        try:
+            index, tier = self._find(number, reached)
+        except ReplayError as exc:
+            if self.options.on_miss == "live" and self.options.may_run_live(
+                *call_identity(reached)
+            ):
+                self.matched.append(MatchedCall(number, unrecorded_call(reached), "live"))
+                return Decision(Action.EXECUTE)
+            self._diverge(exc)
+            return Decision(Action.RAISE, error=exc)
+        self._used[index] = True
+        recorded = self.calls[index]
+        decision = self._apply_policy(number, recorded, reached)
+        # A recorded failure raised again is answered from the recording, whatever
+        # class it comes back as (RecordedDependencyError is a ReplayError too).
+        answered = decision.action in (Action.RETURN, Action.MANUAL)
+        if answered or decision.recorded_failure:
+            self._cover(index)
+        label = decision.action.value
+        if decision.recorded_failure:
+            label = Action.RETURN.value
+        diffs: tuple[tuple[str, Any, Any], ...] = ()
+        if tier != "exact":
+            diffs = tuple(differences(recorded.input, loads(reached.input_json)))
+        self.matched.append(MatchedCall(number, recorded, label, tier, diffs))
+        if decision.action is Action.RAISE and not decision.recorded_failure:
+            assert isinstance(decision.error, ReplayError)
+            self._diverge(decision.error)
+        return decision
 
     def _cover(self, index: int) -> None:
         """Mark the calls recorded inside a call whose body will not run as used."""
@@ -178,7 +188,7 @@ class ReplayController:
         for index in candidates:
             if index < len(self.calls) and not self._used[index]:
                 recorded = self.calls[index]
-                if _identity(recorded) == _identity(reached):
+                if call_identity(recorded) == call_identity(reached):
                     self._used[index] = True
                     if self.match is MatchMode.STRICT:
                         self._next += 1
@@ -196,8 +206,8 @@ class ReplayController:
 
     def _tier_of(self, recorded: Call, reached: Reached, reached_input: Any) -> MatchTier | None:
         """The first tier at which ``reached`` matches ``recorded``, if any."""
-        identity = _identity(reached)
-        if _identity(recorded) != identity:
+        identity = call_identity(reached)
+        if call_identity(recorded) != identity:
             return None
         for tier in self.tiers:
             want = self._key(tier, identity, recorded.input, recorded.input_json)
@@ -209,7 +219,7 @@ class ReplayController:
         """The recorded call ``reached`` matches and the tier it matched at, or raise."""
         reached_input = loads(reached.input_json)
         if self.match is MatchMode.UNORDERED:
-            identity = _identity(reached)
+            identity = call_identity(reached)
             for tier in self.tiers:  # the tier decides before the position
                 key = self._key(tier, identity, reached_input, reached.input_json)
                 queue = self._by_key[tier].get((identity, key))
@@ -242,7 +252,7 @@ class ReplayController:
 
     def _nearest(self, reached: Reached) -> Call | None:
         unused = [c for c, used in zip(self.calls, self._used, strict=True) if not used]
-        same = [c for c in unused if _identity(c) == _identity(reached)]
+        same = [c for c in unused if call_identity(c) == call_identity(reached)]
         if same:
             return min(same, key=lambda c: len(differences(c.input, loads(reached.input_json))))
         same_kind = [c for c in unused if c.kind == reached.kind]
@@ -270,7 +280,7 @@ class ReplayController:
                 f"replay diverged at call {number}: reached {reached.label}, and no unused "
                 f"recorded call has the same kind, name and input"
             )
-        elif recorded is not None and _identity(recorded) == _identity(reached):
+        elif recorded is not None and call_identity(recorded) == call_identity(reached):
             lines.append(
                 f"replay diverged at call {number}: reached {reached.label} with a different "
                 f"input than recorded"
@@ -288,7 +298,7 @@ class ReplayController:
             shown = shorten(recorded.input_json, 200)
             lines.append(f"  {where}: call {recorded.seq}: {recorded.label} {shown}")
         lines.append(f"  reached:  {reached.label} {shorten(reached.input_json, 200)}")
-        if diffs and recorded is not None and _identity(recorded) == _identity(reached):
+        if diffs and recorded is not None and call_identity(recorded) == call_identity(reached):
             lines.append("  input differs at:")
             lines.append(format_differences(diffs, left="recorded", right="reached"))
         return ReplayMismatchError(
@@ -350,7 +360,7 @@ class ReplayController:
         return Decision(Action.RETURN, recorded)
 
 
-def _unrecorded(reached: Reached) -> Call:
+def unrecorded_call(reached: Reached) -> Call:
     """A reached call the recording has no counterpart for, as a ``Call`` (seq 0)."""
     return Call(
         seq=0,

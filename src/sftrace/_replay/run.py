@@ -25,9 +25,9 @@ from sftrace._model.display import repr_html
 from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._record.run import exception_type_name
-from sftrace._replay.controller import MatchedCall
+from sftrace._replay.controller import MatchedCall, ReplayController
 from sftrace._replay.options import ManualHandler, ReplayOptions
-from sftrace._replay.session import ReplaySession, as_bundle, end_with
+from sftrace._replay.session import ControllerFactory, ReplaySession, as_bundle, end_with
 
 Entrypoint = Callable[..., Any]
 
@@ -61,6 +61,9 @@ class ReplayResult:
     agent_version: str | None = None
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
     covered: list[Call] = field(default_factory=list)
+    # For a fork (``sftrace.fork``): the ``number`` of the matched call at the fork point;
+    # None for a replay, or a fork whose run never reached its fork point.
+    fork_number: int | None = None
     _calls: list[Call] | None = field(default=None, repr=False)
 
     @property
@@ -244,10 +247,15 @@ def replay_run(
 
 
 def run_replay(
-    bundle: Bundle | str | os.PathLike[str], target: Entrypoint, options: ReplayOptions
+    bundle: Bundle | str | os.PathLike[str],
+    target: Entrypoint,
+    options: ReplayOptions,
+    *,
+    controller: ControllerFactory = ReplayController,
 ) -> ReplayResult:
-    """:func:`replay_run` with its options already checked (for the CLI and suites)."""
-    session = ReplaySession(as_bundle(bundle), options)
+    """:func:`replay_run` with its options already checked (for the CLI and suites);
+    ``controller`` makes the replay's controller (a fork passes its own)."""
+    session = ReplaySession(as_bundle(bundle), options, controller=controller)
     value: Any = None
     error: BaseException | None = None
     with session:
@@ -297,10 +305,14 @@ async def areplay_run(
 
 
 async def arun_replay(
-    bundle: Bundle | str | os.PathLike[str], target: Entrypoint, options: ReplayOptions
+    bundle: Bundle | str | os.PathLike[str],
+    target: Entrypoint,
+    options: ReplayOptions,
+    *,
+    controller: ControllerFactory = ReplayController,
 ) -> ReplayResult:
     """The async twin of :func:`run_replay`."""
-    session = ReplaySession(as_bundle(bundle), options)
+    session = ReplaySession(as_bundle(bundle), options, controller=controller)
     value: Any = None
     error: BaseException | None = None
     async with session:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -36,6 +36,10 @@ from sftrace._replay import processor as _replay_processor
 from sftrace._replay.controller import MatchedCall, ReplayController
 from sftrace._replay.options import ManualHandler, ReplayOptions
 
+# Makes the controller of a replay (a fork's makes a ForkController), called like
+# ReplayController(calls, options, recorded_run_id=..., span_parents=...).
+ControllerFactory = Callable[..., ReplayController]
+
 
 def as_bundle(bundle_or_path: Bundle | str | os.PathLike[str]) -> Bundle:
     if isinstance(bundle_or_path, Bundle):
@@ -56,10 +60,12 @@ class ReplaySession:
         self,
         bundle_or_path: Bundle | str | os.PathLike[str],
         options: ReplayOptions | None = None,
+        *,
+        controller: ControllerFactory = ReplayController,
     ) -> None:
         self.options = options = options if options is not None else ReplayOptions()
         self.bundle = as_bundle(bundle_or_path)
-        self.controller = ReplayController(
+        self.controller = controller(
             self.bundle.calls,
             options,
             recorded_run_id=self.bundle.run_id,
@@ -178,10 +184,9 @@ class ReplaySession:
                 trace_flags=TraceFlags(TraceFlags.SAMPLED),
             )
             links.append(Link(recorded_context, {A.REPLAY_OF: manifest.run_id}))
-        how = "on_miss" if self.options.on_miss == "live" else "replay"
         attributes: dict[str, Any] = {
             A.REPLAY_OF: manifest.run_id,
-            A.DERIVED_FROM: dumps({"run_id": manifest.run_id, "how": how}),
+            A.DERIVED_FROM: dumps({"run_id": manifest.run_id, **self.controller.provenance()}),
         }
         for item in self.bundle.run_span.get("attributes", ()):
             if item.get("key") in (A.RUN_INPUT, A.METADATA):
