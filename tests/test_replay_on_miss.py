@@ -199,3 +199,18 @@ def test_refund_example_fix_that_adds_a_policy_check_passes_its_on_miss_suite() 
     assert result.replay is not None
     assert "live" in [m.action for m in result.replay.matched]
     assert result.replay.match_counts["live"] == 1
+
+
+def test_a_deriving_command_names_how_the_saved_run_was_derived(tmp_path: Path) -> None:
+    import dataclasses
+
+    from sftrace._replay.options import ReplayOptions
+    from sftrace._replay.run import run_replay
+
+    bundle = recorded(tmp_path / "b.sftrace", buggy)
+    options = dataclasses.replace(
+        ReplayOptions.build(save=tmp_path / "m.sftrace"), derived_from={"how": "minimize"}
+    )
+    result = run_replay(bundle, buggy, options)
+    saved = load_bundle(tmp_path / "m.sftrace")
+    assert saved.manifest.derived_from == {"run_id": result.bundle.run_id, "how": "minimize"}

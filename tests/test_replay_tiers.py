@@ -115,6 +115,27 @@ def test_relaxed_for_a_tool_name_does_not_apply_to_other_calls(tmp_path: Path) -
     assert [m.tier for m in session.matched] == ["relaxed"]
 
 
+def test_ignoring_the_root_path_matches_calls_by_kind_and_name_in_order(tmp_path: Path) -> None:
+    def two_searches() -> None:
+        agents.search_flights("Lisbon")
+        agents.search_flights("Porto", max_results=1)
+
+    bundle = recorded(tmp_path / "root.sftrace", two_searches)
+    with replay(bundle, match_ignore={"flight_search": ["$"]}) as session:
+        first = agents.search_flights("Oslo")
+        second = agents.search_flights("Rome", max_results=9)
+    assert [f.id for f in first] == ["TP1", "FR2"]  # the first recorded answer
+    assert [f.id for f in second] == ["TP1"]  # then the second
+    assert [(m.recorded.seq, m.tier) for m in session.matched] == [(1, "relaxed"), (2, "relaxed")]
+    assert agents.EXECUTED == []
+    with (
+        replay(bundle, match_ignore={"flight_search": ["$"]}) as other,
+        pytest.raises(ReplayMismatchError),
+    ):
+        agents.book("TP1")  # another name still diverges
+    assert other.matched == []
+
+
 def test_without_match_ignore_a_changed_input_still_diverges(tmp_path: Path) -> None:
     bundle = recorded(tmp_path / "d.sftrace", lambda: ask("pick TP1"))
     result = replay_run(bundle, lambda: ask("pick FR2"))
@@ -162,7 +183,7 @@ def test_unordered_falls_back_to_normalized_then_relaxed(tmp_path: Path) -> None
             "leave out 'relaxed'",
         ),
         ({"match_ignore": {"llm": ["$.messages[x"]}}, "invalid match_ignore\\['llm'\\] path"),
-        ({"match_ignore": {"llm": ["$"]}}, "match_ignore\\['llm'\\] path"),
+        ({"match_ignore": {"llm": ["$.prompt", 3]}}, "match_ignore\\['llm'\\] path"),
         ({"match_ignore": ["$.prompt"]}, "match_ignore must map"),
         ({"match_ignore": {"": ["$.prompt"]}}, "match_ignore keys"),
     ],

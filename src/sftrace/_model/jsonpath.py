@@ -204,14 +204,15 @@ def _bad(text: str, what: str, reason: str) -> ConfigError:
     return ConfigError(f"invalid {what} {text!r}: {reason}; {_GRAMMAR}")
 
 
-def parse_paths(texts: object, *, what: str) -> tuple[JsonPath, ...]:
+def parse_paths(texts: object, *, what: str, allow_root: bool = False) -> tuple[JsonPath, ...]:
     """Parse a list of paths naming parts of a value (one string is taken as a list of
-    one); raise ``ConfigError`` on a malformed one or on one naming the whole value."""
+    one); raise ``ConfigError`` on a malformed one, or on one naming the whole value
+    unless ``allow_root``."""
     if isinstance(texts, str):
         texts = (texts,)
     if not isinstance(texts, Iterable):
         raise ConfigError(f"{what} must be a list of JSON path strings, got {texts!r}")
-    return tuple(JsonPath.parse(text, what=what, allow_root=False) for text in texts)
+    return tuple(JsonPath.parse(text, what=what, allow_root=allow_root) for text in texts)
 
 
 def first_match(path: Sequence[Segment], patterns: Sequence[JsonPath]) -> JsonPath | None:

@@ -113,7 +113,10 @@ class ReplayController:
     # -- deciding ------------------------------------------------------------------------
     def provenance(self) -> dict[str, Any]:
         """How a run replayed by this controller derives from the recorded one (the
-        manifest's ``derived_from`` without the ``run_id``)."""
+        manifest's ``derived_from`` without the ``run_id``): what the options say
+        (``minimize``), else ``on_miss`` or ``replay``."""
+        if self.options.derived_from is not None:
+            return dict(self.options.derived_from)
         return {"how": "on_miss" if self.options.on_miss == "live" else "replay"}
 
     def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:

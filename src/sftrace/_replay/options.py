@@ -46,6 +46,10 @@ class ReplayOptions:
     # "live": a call that matches no recorded call runs for real (when allowed) instead
     # of diverging; "error": it diverges.
     on_miss: OnMiss = "error"
+    # What a saved run's manifest ``derived_from`` records besides the recorded run's
+    # id, e.g. ``{"how": "minimize"}``. None: the controller's ``provenance()`` says
+    # (``on_miss``, ``replay``, a fork's step). Set by ``minimize``, not by users.
+    derived_from: Mapping[str, Any] | None = None
 
     def may_run_live(self, kind: str, name: str, provider: str | None) -> bool:
         """Whether a call the recording cannot answer may run for real (``on_miss``):
@@ -172,7 +176,8 @@ def _match_ignore(
                 f"match_ignore keys must be a tool name, 'llm', 'provider/model' or '*', "
                 f"got {key!r}"
             )
-        parsed = parse_paths(paths, what=f"match_ignore[{key!r}] path")
+        # "$" ignores the whole input: calls of that kind and name then match in order.
+        parsed = parse_paths(paths, what=f"match_ignore[{key!r}] path", allow_root=True)
         if parsed:
             checked[key] = parsed
     return checked

@@ -323,7 +323,8 @@ def replay(
             given; ``("exact",)`` turns tolerance off. Each matched call records its tier.
         match_ignore: input paths the relaxed tier ignores, keyed by tool name, by
             ``"llm"`` or ``"provider/model"`` for LLM calls, or ``"*"`` for every call:
-            ``{"llm": ["$.messages[0].content"], "*": ["$.request_id"]}``.
+            ``{"llm": ["$.messages[0].content"], "*": ["$.request_id"]}``. The path
+            ``"$"`` ignores the whole input: calls of that kind and name match in order.
         on_miss: ``"error"`` (default): a call no recorded call matches diverges.
             ``"live"``: it runs for real instead, under live mode's rules (LLM calls, or
             only those in ``live_llms``; tools only if named in ``allow_live_tools``,
