@@ -61,6 +61,7 @@ if _typing.TYPE_CHECKING:
         Verdict,
     )
     from sftrace._regress.migrate_suite import MigratedSuite, migrate_suite
+    from sftrace._regress.minimize import MinimizeProgress, MinimizeResult, minimize
     from sftrace._regress.peers import import_peer_runs
     from sftrace._regress.replay_compare import replay_and_compare
     from sftrace._regress.suite import CaseResult, Suite, SuiteCase, load_suite
@@ -110,6 +111,9 @@ _LAZY: dict[str, str] = {
     "load_expectations": "_regress.expectations",
     "MigratedSuite": "_regress.migrate_suite",
     "migrate_suite": "_regress.migrate_suite",
+    "MinimizeProgress": "_regress.minimize",
+    "MinimizeResult": "_regress.minimize",
+    "minimize": "_regress.minimize",
     "import_peer_runs": "_regress.peers",
     "replay_and_compare": "_regress.replay_compare",
     "BundleSpanExporter": "_export.bundle_exporter",
@@ -168,6 +172,8 @@ __all__ = [
     "MatchMode",
     "MatchedCall",
     "MigratedSuite",
+    "MinimizeProgress",
+    "MinimizeResult",
     "PushResult",
     "RecordedDependencyError",
     "RecordedInterruption",
@@ -208,6 +214,7 @@ __all__ = [
     "load_expectations",
     "load_suite",
     "migrate_suite",
+    "minimize",
     "push_bundles",
     "record",
     "recover_bundle",

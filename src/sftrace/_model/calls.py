@@ -185,6 +185,24 @@ class Call:
         """``tool search_flights`` or ``llm openai/gpt-4o``: how messages name the call."""
         return call_label(self.kind, self.name, self.provider)
 
+    def with_output(self, output_json: str) -> Call:
+        """A copy of this call that returned the JSON text ``output_json`` instead."""
+        return Call(
+            seq=self.seq,
+            kind=self.kind,
+            name=self.name,
+            provider=self.provider,
+            input_json=self.input_json,
+            output_json=output_json,
+            error=self.error,
+            policy=self.policy,
+            span_id=self.span_id,
+            parent_span_id=self.parent_span_id,
+            start_time_ns=self.start_time_ns,
+            end_time_ns=self.end_time_ns,
+            attributes={**self.attributes, A.OUTPUT: output_json},
+        )
+
     def describe(self) -> dict[str, Any]:
         """A plain dict of what identifies the call (used in errors and reports)."""
         described: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "name": self.name}

@@ -16,6 +16,7 @@ import orjson
 
 __all__ = [
     "ELLIPSIS",
+    "byte_size",
     "difference_window",
     "first_line",
     "line_diff",
@@ -169,3 +170,13 @@ def pluralize(count: int, word: str, plural: str | None = None) -> str:
 def were(count: int) -> str:
     """The verb after a count: ``1 call was``, ``2 calls were``."""
     return "was" if count == 1 else "were"
+
+
+def byte_size(count: int) -> str:
+    """A size for people: ``34 B``, ``33.4 kB``, ``1.2 MB`` (powers of 1000)."""
+    size = float(count)
+    for unit in ("B", "kB", "MB"):
+        if round(size, 1) < 1000:
+            return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"

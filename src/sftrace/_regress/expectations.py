@@ -42,6 +42,7 @@ from sftrace._regress.diff import MISSING, value_differences
 __all__ = [
     "ArgumentsExpectation",
     "Expectations",
+    "expectations_from_files",
     "load_expectations",
     "load_json_value",
 ]
@@ -277,6 +278,22 @@ def load_json_value(path: str | os.PathLike[str]) -> Any:
         raise ConfigError(f"{target}: invalid JSON: {exc}") from None
 
 
+def expectations_from_files(
+    expect_output: str | os.PathLike[str] | None,
+    expect_trajectory: str | os.PathLike[str] | None,
+) -> Expectations | None:
+    """The expectations of ``--expect-output FILE`` (a JSON file holding the corrected
+    output) and ``--expect-trajectory FILE`` (an expectations document), or None."""
+    expectations = load_expectations(expect_trajectory) if expect_trajectory is not None else None
+    if expect_output is not None:
+        if expectations is not None and expectations.has_output:
+            raise ConfigError(
+                f"{expect_trajectory} already sets 'output'; drop it there or omit --expect-output"
+            )
+        expectations = (expectations or Expectations()).with_output(load_json_value(expect_output))
+    return expectations
+
+
 # --- checks ------------------------------------------------------------------------
 
 
@@ -437,33 +454,43 @@ def unmet_expectations(
     calls: Sequence[Call], expect: Expectations
 ) -> list[tuple[str, CallRef | None]]:
     """Every trajectory expectation of ``expect`` that ``calls`` do not meet."""
-    unmet: list[tuple[str, CallRef | None]] = []
+    return [(message, ref) for _, message, ref in _unmet(calls, expect)]
+
+
+def unmet_expectation_keys(calls: Sequence[Call], expect: Expectations) -> list[str]:
+    """Which trajectory expectations ``calls`` do not meet, each named by a key that does
+    not depend on the calls (``not_called:issue_refund``, ``arguments:1``, ``order``)."""
+    return [key for key, _, _ in _unmet(calls, expect)]
+
+
+def _unmet(calls: Sequence[Call], expect: Expectations) -> list[tuple[str, str, CallRef | None]]:
+    unmet: list[tuple[str, str, CallRef | None]] = []
     for name in expect.called:
         message = check_called(calls, name)
         if message:
-            unmet.append((message, None))
+            unmet.append((f"called:{name}", message, None))
     for name in expect.not_called:
         found = check_not_called(calls, name)
         if found:
-            unmet.append(found)
+            unmet.append((f"not_called:{name}", *found))
     for name, count in expect.counts.items():
         message = check_count(calls, name, count)
         if message:
-            unmet.append((message, None))
-    for item in expect.arguments:
+            unmet.append((f"counts:{name}", message, None))
+    for number, item in enumerate(expect.arguments, start=1):
         found_args = check_arguments(calls, item.name, item.args, item.call)
         if found_args:
-            unmet.append(found_args)
+            unmet.append((f"arguments:{number}", *found_args))
     if expect.order:
         message = check_order(calls, expect.order)
         if message:
-            unmet.append((message, None))
+            unmet.append(("order", message, None))
     if expect.sequence is not None:
         message = check_sequence(calls, expect.sequence, expect.sequence_mode)
         if message:
-            unmet.append((message, None))
+            unmet.append(("sequence", message, None))
     if expect.max_calls is not None:
         message = check_max_calls(calls, expect.max_calls)
         if message:
-            unmet.append((message, None))
+            unmet.append(("max_calls", message, None))
     return unmet

@@ -31,7 +31,7 @@ import orjson
 from sftrace._bundle.load import load_bundle
 from sftrace._errors import ConfigError
 from sftrace._model.text import first_line
-from sftrace._regress.expectations import Expectations, load_expectations, load_json_value
+from sftrace._regress.expectations import Expectations, expectations_from_files
 from sftrace._replay.run import resolve_entrypoint
 
 _ENTRYPOINT: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -60,13 +60,7 @@ def export_pytest(
         raise ConfigError(
             f"entrypoint must be 'module:function' (e.g. 'my_agent:run'), got {entrypoint!r}"
         )
-    expectations = load_expectations(expect_trajectory) if expect_trajectory is not None else None
-    if expect_output is not None:
-        if expectations is not None and expectations.has_output:
-            raise ConfigError(
-                f"{expect_trajectory} already sets 'output'; drop it there or omit --expect-output"
-            )
-        expectations = (expectations or Expectations()).with_output(load_json_value(expect_output))
+    expectations = expectations_from_files(expect_output, expect_trajectory)
     target = Path(output) if output is not None else Path(f"test_{_identifier(bundle_path)}.py")
     if target.suffix != ".py":
         raise ConfigError(f"the test module must be a .py file, got {str(target)!r}")

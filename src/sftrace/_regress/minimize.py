@@ -1,0 +1,375 @@
+"""``minimize``: shrink a failing run's recorded outputs while the failure still reproduces.
+
+The recorded outputs of the calls a frozen replay answers (a tool's 200 flights, an LLM
+reply) are shrunk by :class:`~sftrace._regress.shrink.Shrinker`; each candidate is
+replayed against the agent's entrypoint and kept when the replay reproduces the recorded
+failure: the same exception type and message, or, with expectations, the same unmet
+expectations (and the same exception when the recorded run failed).
+
+Later calls' inputs often quote earlier outputs (a prompt quoting a tool result), so the
+candidates are replayed with calls matched by kind and name in order, whatever their
+input (``match="unordered"``, ``match_ignore={"*": ["$"]}``). The smallest candidate is
+then replayed once more with ``save=``: the saved bundle holds the inputs the agent made
+with the shrunk outputs, so it replays strictly, which a last strict frozen replay checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from sftrace._bundle.load import load_bundle
+from sftrace._bundle.reader import Bundle
+from sftrace._bundle.writer import check_bundle_target
+from sftrace._errors import ConfigError, ReplayError
+from sftrace._model import attributes as A
+from sftrace._model.calls import Call
+from sftrace._model.policy import ReplayPolicy
+from sftrace._model.text import pluralize
+from sftrace._regress.compare import compare
+from sftrace._regress.expectations import (
+    Expectations,
+    expectations_from_files,
+    unmet_expectation_keys,
+)
+from sftrace._regress.findings import FindingCode, Severity
+from sftrace._regress.shrink import Shrinker
+from sftrace._replay.options import ManualHandler, ReplayOptions
+from sftrace._replay.run import Entrypoint, ReplayResult, resolve_entrypoint, run_replay
+from sftrace._replay.session import as_bundle
+
+__all__ = ["MinimizeProgress", "MinimizeResult", "minimize"]
+
+# The first replay (does the failure reproduce?), the one that saves, the strict check.
+FIXED_REPLAYS: Final = 3
+# What a reproduction is: ("failure", type, message) and the unmet expectations' keys.
+Signature = tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class MinimizeProgress:
+    """Where a minimization is, passed to ``progress`` after each replay."""
+
+    replays: int
+    max_replays: int
+    output_bytes: int  # the recorded outputs of the calls still reached, as JSON bytes
+    output_bytes_before: int
+
+
+@dataclass
+class MinimizeResult:
+    """What ``minimize`` did. ``bundle`` is the minimized bundle, written at ``path``.
+
+    ``replays`` counts every replay run (at most ``max_replays``); ``complete`` says the
+    shrinking stopped because nothing more could be removed, not because the replays
+    ran out. ``verified``: a strict frozen replay of the minimized bundle reproduced the
+    failure. ``reproduces`` says what was reproduced. ``sizes`` has, for each call of the
+    minimized bundle, its label and the bytes of its recorded output before and after.
+    """
+
+    path: Path
+    bundle: Bundle
+    reproduces: str
+    replays: int
+    max_replays: int
+    complete: bool
+    verified: bool
+    calls_before: int
+    calls_after: int
+    output_bytes_before: int
+    output_bytes_after: int
+    sizes: tuple[tuple[str, int, int], ...]
+
+
+def minimize(
+    bundle: Bundle | str | os.PathLike[str],
+    entrypoint: str | Entrypoint,
+    *,
+    output: str | os.PathLike[str],
+    overwrite: bool = False,
+    expect: Expectations | None = None,
+    expect_output: str | os.PathLike[str] | None = None,
+    expect_trajectory: str | os.PathLike[str] | None = None,
+    max_replays: int = 500,
+    progress: Callable[[MinimizeProgress], None] | None = None,
+    manual: ManualHandler | None = None,
+    agent_version: str | None = None,
+) -> MinimizeResult:
+    """Shrink the recorded outputs of ``bundle`` while a frozen replay against
+    ``entrypoint`` still reproduces its failure; write the result at ``output``.
+
+    What must reproduce: the recorded run's exception (type and message); with
+    expectations (``expect``, or the files of ``sftrace export``: ``expect_output`` a
+    JSON file holding the corrected output, ``expect_trajectory`` an expectations
+    document), also the same unmet expectations, so a run that completed with the wrong
+    behaviour can be minimized too. Lists lose items, objects members, strings
+    characters; numbers stay. Deterministic; at most ``max_replays`` replays in all
+    (the first, the one that saves and a last strict check among them). ``progress`` is
+    called after each replay. ``manual`` and ``agent_version`` as in ``replay_run``.
+
+    Raises ``ConfigError`` for bad arguments or a run that neither failed nor is given
+    expectations, and ``ReplayError`` when the first replay does not reproduce the failure.
+    """
+    target = resolve_entrypoint(entrypoint)
+    recorded = as_bundle(bundle)
+    if expect is not None and (expect_output is not None or expect_trajectory is not None):
+        raise ConfigError(
+            "pass the expectations either as expect= or as expect_output=/expect_trajectory= "
+            "files, not both"
+        )
+    if expect is None:
+        expect = expectations_from_files(expect_output, expect_trajectory)
+    if expect is not None and not isinstance(expect, Expectations):
+        raise ConfigError(f"expect must be an Expectations or None, got {expect!r}")
+    if recorded.status != "failed" and expect is None:
+        raise ConfigError(
+            f"nothing to minimize: run {recorded.run_id} of {recorded.agent_name!r} "
+            f"{recorded.status} without failing; to minimize a run that behaved wrongly, "
+            f"say what was expected with expect_output / expect_trajectory (CLI: "
+            f"--expect-output FILE, --expect-trajectory FILE)"
+        )
+    if not isinstance(max_replays, int) or isinstance(max_replays, bool):
+        raise ConfigError(f"max_replays must be an integer, got {max_replays!r}")
+    if max_replays < FIXED_REPLAYS:
+        raise ConfigError(
+            f"max_replays must be at least {FIXED_REPLAYS} (the first replay, the one that "
+            f"saves, and the strict check), got {max_replays}"
+        )
+    path = Path(output)
+    check_bundle_target(path, overwrite=overwrite, purpose="write the minimized bundle")
+    options = ReplayOptions.build(
+        match="unordered",
+        match_ignore={"*": ["$"]},
+        manual=manual,
+        agent_version=agent_version,
+    )
+    run = _Minimization(recorded, target, options, expect, max_replays, progress)
+    return run.minimize(path, overwrite)
+
+
+class _Minimization:
+    """The state of one ``minimize`` call."""
+
+    def __init__(
+        self,
+        recorded: Bundle,
+        target: Entrypoint,
+        options: ReplayOptions,
+        expect: Expectations | None,
+        max_replays: int,
+        progress: Callable[[MinimizeProgress], None] | None,
+    ) -> None:
+        self.recorded = recorded
+        self.target = target
+        self.options = options
+        self.expect = expect
+        self.max_replays = max_replays
+        self.progress = progress
+        self.replays = 0
+        self.calls = recorded.calls
+        # The calls whose output a frozen replay returns: only those can shrink.
+        self.shrinkable = [index for index, call in enumerate(self.calls) if _answered(call)]
+        self.original = [self.calls[index].output for index in self.shrinkable]
+        self.sizes_before = {call.seq: _size(call.output_json) for call in self.calls}
+        self.output_bytes_before = sum(_size(call.output_json) for call in recorded.calls)
+        self.output_bytes = self.output_bytes_before
+
+    def minimize(self, path: Path, overwrite: bool) -> MinimizeResult:
+        first = self._replay(self.recorded, self.options)
+        wanted = self._check_first(first, self._signature(first))
+        values, complete = self._shrink(wanted, self._used(first))
+        save = dataclasses.replace(
+            self.options, save=path, overwrite=overwrite, derived_from={"how": "minimize"}
+        )
+        saved = self._replay(self._candidate(values), save)
+        if saved.saved_path is None:
+            raise ReplayError(f"the minimized run could not be written to {str(path)!r}")
+        minimized = load_bundle(saved.saved_path)
+        strict = ReplayOptions.build(
+            manual=self.options.manual, agent_version=self.options.agent_version
+        )
+        check = self._replay(minimized, strict)
+        before = self.sizes_before
+        verified = (
+            self._signature(saved) == wanted
+            and self._signature(check) == wanted
+            and not check.unused
+        )
+        return MinimizeResult(
+            path=saved.saved_path,
+            bundle=minimized,
+            reproduces=_describe(wanted),
+            replays=self.replays,
+            max_replays=self.max_replays,
+            complete=complete,
+            verified=verified,
+            calls_before=len(self.calls),
+            calls_after=len(minimized.calls),
+            output_bytes_before=self.output_bytes_before,
+            output_bytes_after=sum(_size(call.output_json) for call in minimized.calls),
+            sizes=tuple(
+                (call.label, before.get(matched.recorded.seq, 0), _size(call.output_json))
+                for call, matched in zip(minimized.calls, saved.matched, strict=False)
+            ),
+        )
+
+    # -- shrinking -----------------------------------------------------------------------
+    def _shrink(self, wanted: Signature, used: set[int]) -> tuple[list[Any], bool]:
+        """The smallest outputs found, and whether shrinking ran to the end."""
+        shrinker = Shrinker(self.original, used)
+        seen: dict[bytes, bool] = {}
+        proposals = shrinker.proposals()
+        budget = self.max_replays - FIXED_REPLAYS + 1  # the first replay is spent already
+        try:
+            candidate = next(proposals)
+            while True:
+                key = orjson.dumps(candidate)
+                accepted = seen.get(key)
+                if accepted is None:
+                    if self.replays >= budget:
+                        return shrinker.values, False
+                    result = self._replay(self._candidate(candidate), self.options)
+                    accepted = seen[key] = self._signature(result) == wanted
+                    if accepted:
+                        shrinker.used = self._used(result)
+                        self.output_bytes = self._reached_bytes(result, candidate)
+                candidate = proposals.send(accepted)
+        except StopIteration:
+            return shrinker.values, True
+
+    def _candidate(self, values: Sequence[Any]) -> Bundle:
+        """The recorded bundle with ``values`` as the outputs of the shrinkable calls."""
+        calls = list(self.calls)
+        for index, value, original in zip(self.shrinkable, values, self.original, strict=True):
+            if value is not original:
+                calls[index] = calls[index].with_output(orjson.dumps(value).decode())
+        return dataclasses.replace(self.recorded, calls=calls)
+
+    def _used(self, result: ReplayResult) -> set[int]:
+        """The positions (among the shrinkable calls) of those ``result`` reached."""
+        reached = {matched.recorded.seq for matched in result.matched}
+        return {
+            position
+            for position, index in enumerate(self.shrinkable)
+            if self.calls[index].seq in reached
+        }
+
+    def _reached_bytes(self, result: ReplayResult, values: Sequence[Any]) -> int:
+        sizes = {
+            self.calls[index].seq: len(orjson.dumps(value))
+            for index, value in zip(self.shrinkable, values, strict=True)
+        }
+        return sum(
+            sizes.get(matched.recorded.seq, _size(matched.recorded.output_json))
+            for matched in result.matched
+        )
+
+    # -- replaying and judging ---------------------------------------------------------
+    def _replay(self, bundle: Bundle, options: ReplayOptions) -> ReplayResult:
+        result = run_replay(bundle, self.target, options)
+        self.replays += 1
+        self._report()
+        return result
+
+    def _report(self) -> None:
+        if self.progress is not None:
+            self.progress(
+                MinimizeProgress(
+                    self.replays, self.max_replays, self.output_bytes, self.output_bytes_before
+                )
+            )
+
+    def _signature(self, result: ReplayResult) -> Signature | None:
+        """What the replay reproduced, or None when it diverged."""
+        if result.divergence is not None:
+            return None
+        parts: list[tuple[str, ...]] = []
+        if self.recorded.status == "failed":
+            run = next(
+                (s for s in result.spans if (s.attributes or {}).get(A.KIND) == A.KIND_RUN), None
+            )
+            attributes = dict(run.attributes or {}) if run is not None else {}
+            parts.append(
+                (
+                    "failure",
+                    str(attributes.get(A.ERROR_TYPE, "")),
+                    str(attributes.get(A.ERROR_MESSAGE, "")),
+                )
+            )
+        if self.expect is not None:
+            parts.extend((key,) for key in _unmet(self.recorded, result, self.expect))
+        return tuple(parts)
+
+    def _check_first(self, first: ReplayResult, wanted: Signature | None) -> Signature:
+        """What the first replay reproduced; refuse a run whose failure it did not bring
+        back."""
+        failure = self.recorded.failure
+        problem = None
+        if wanted is None:
+            problem = f"the replay diverged: {str(first.divergence).splitlines()[0]}"
+        elif self.recorded.status == "failed" and failure is not None:
+            recorded = ("failure", failure.type, failure.message or "")
+            if wanted[0] != recorded:
+                got = f"{wanted[0][1]}: {wanted[0][2]}" if wanted[0][1] else "no failure"
+                problem = f"the recorded run failed with {failure.type}, the replay with {got}"
+        elif self.expect is not None and not wanted:
+            problem = "the replay meets every expectation given"
+        if problem is not None:
+            raise ReplayError(
+                f"cannot minimize run {self.recorded.run_id}: a frozen replay of it does not "
+                f"reproduce the failure ({problem}); minimize needs a failure the agent's "
+                f"entrypoint brings back"
+            )
+        assert wanted is not None
+        return wanted
+
+
+def _unmet(recorded: Bundle, result: ReplayResult, expect: Expectations) -> list[str]:
+    """Which expectations the replay does not meet: ``status``, ``output`` and the keys
+    of the trajectory expectations (as ``compare(..., expect=)`` judges them)."""
+    keys: list[str] = []
+    report = compare(recorded, result, expect=expect)
+    for finding in report.findings:
+        if finding.severity is not Severity.ERROR:
+            continue
+        if finding.code is FindingCode.STATUS_CHANGED:
+            key = "status"
+        elif finding.code.value.startswith("OUTPUT_"):
+            key = "output"
+        else:
+            continue
+        if key not in keys:
+            keys.append(key)
+    return keys + unmet_expectation_keys(result.calls, expect)
+
+
+def _describe(signature: Signature) -> str:
+    """``KeyError: 'XXX'``, ``expectations not met: output, not_called:issue_refund``."""
+    parts = []
+    unmet = [part[0] for part in signature if part[0] != "failure"]
+    for part in signature:
+        if part[0] == "failure":
+            parts.append(f"{part[1]}: {part[2]}")
+    if unmet:
+        parts.append(f"{pluralize(len(unmet), 'expectation')} not met: {', '.join(unmet)}")
+    return "; ".join(parts)
+
+
+def _answered(call: Call) -> bool:
+    """Whether a frozen replay answers ``call`` with its recorded output."""
+    return (
+        call.error is None
+        and call.output_json is not None
+        and call.policy == ReplayPolicy.FROZEN.value
+        and A.OUTPUT_UNRECORDED not in call.attributes
+    )
+
+
+def _size(text: str | None) -> int:
+    return 0 if text is None else len(text.encode())
