@@ -25,6 +25,7 @@ if _typing.TYPE_CHECKING:
     from sftrace._bundle.reader import Bundle, validate_bundle
     from sftrace._bundle.recover import recover_bundle
     from sftrace._errors import (
+        BackendError,
         BundleError,
         ConfigError,
         ForkPointError,
@@ -42,6 +43,7 @@ if _typing.TYPE_CHECKING:
     )
     from sftrace._export.bundle_exporter import BundleSpanExporter
     from sftrace._export.collector_import import ImportedRun, ImportResult, import_otlp_files
+    from sftrace._export.phoenix_import import import_from_phoenix
     from sftrace._export.push import PushResult, push_bundles
     from sftrace._model.calls import Call, CallFailure, StateChange
     from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
@@ -92,6 +94,7 @@ _LAZY: dict[str, str] = {
     "compare": "_regress.compare",
     "diff": "_regress.compare",
     "configure": "_record.config",
+    "BackendError": "_errors",
     "BundleError": "_errors",
     "ConfigError": "_errors",
     "ForkPointError": "_errors",
@@ -120,6 +123,7 @@ _LAZY: dict[str, str] = {
     "ImportResult": "_export.collector_import",
     "ImportedRun": "_export.collector_import",
     "PushResult": "_export.push",
+    "import_from_phoenix": "_export.phoenix_import",
     "import_otlp_files": "_export.collector_import",
     "push_bundles": "_export.push",
     "LLMCallHandle": "_record.llm",
@@ -152,6 +156,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ArgumentsExpectation",
+    "BackendError",
     "Bundle",
     "BundleError",
     "BundleSpanExporter",
@@ -207,6 +212,7 @@ __all__ = [
     "configure",
     "diff",
     "fork",
+    "import_from_phoenix",
     "import_otlp_files",
     "import_peer_runs",
     "llm_request",

@@ -78,6 +78,11 @@ class BundleError(SftraceError):
         self.line = line
 
 
+class BackendError(SftraceError):
+    """A tracing backend (Phoenix, ...) could not be reached, refused a request or
+    answered with something sftrace can't read."""
+
+
 class ReplayError(SftraceError):
     """Base of every error raised while replaying a recorded run."""
 

@@ -74,6 +74,20 @@ def utc_iso(nanos: int | None = None) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def iso_to_ns(value: Any, where: str) -> int:
+    """An ISO 8601 time with a time zone as nanoseconds since the epoch."""
+    if not isinstance(value, str):
+        raise BundleError(f"{where}: expected an ISO 8601 time, got {value!r}", path=where)
+    try:
+        moment = _dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise BundleError(f"{where}: not an ISO 8601 time: {value!r}", path=where) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.UTC)
+    delta = moment - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+    return (delta // _dt.timedelta(microseconds=1)) * 1000
+
+
 def environment() -> dict[str, str]:
     """What produced a bundle (no host names, no user names)."""
     from opentelemetry.sdk.version import __version__ as otel_sdk_version

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, bad_input_policy
 from sftrace._cli.migrate import PEER_SOURCES, import_peers
 from sftrace._cli.output import echo
+from sftrace._cli.phoenix import (
+    import_phoenix,
+    phoenix_options,
+    reject_phoenix_options,
+    report_imported,
+)
 from sftrace._export.collector_import import import_otlp_files
 from sftrace._export.otlp_settings import PROTOCOLS
 from sftrace._export.push import exporter_logs_silenced, push_bundles
@@ -84,7 +91,7 @@ def push_command(
 
 
 @click.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--output",
     "-o",
@@ -96,41 +103,35 @@ def push_command(
 @click.option(
     "--from",
     "source",
-    type=click.Choice(("otlp", *PEER_SOURCES)),
+    type=click.Choice(("otlp", *PEER_SOURCES, "phoenix")),
     default="otlp",
     show_default=True,
-    help="What FILES are: the collector's OTLP/JSON output, stepfork .sftrace bundles, "
-    "or agenttrace-vcr recordings (JSON).",
+    help="What to read: FILES of the collector's OTLP/JSON output, stepfork .sftrace "
+    "bundles or agenttrace-vcr recordings (JSON); or, with no FILES, a Phoenix server "
+    "(--url, --project).",
 )
-def import_command(files: tuple[Path, ...], output: Path, overwrite: bool, source: str) -> None:
-    """Turn the collector's file-exporter output (OTLP/JSON lines), or another tool's
-    recordings (--from stepfork|agenttrace), into bundles, one per run.
+@phoenix_options
+def import_command(
+    files: tuple[Path, ...], output: Path, overwrite: bool, source: str, **phoenix: Any
+) -> None:
+    """Turn the collector's file-exporter output (OTLP/JSON lines), another tool's
+    recordings (--from stepfork|agenttrace), or runs stored in Phoenix (--from phoenix)
+    into bundles, one per run.
 
     Exit status: 0 when every run found was written, 1 when some were skipped (the reason
-    is printed), 2 when a file cannot be read or holds no run (nothing is written then).
+    is printed), 2 when a file or the backend cannot be read or holds no run (nothing is
+    written then).
     """
+    if source == "phoenix":
+        import_phoenix(files, output, overwrite, **phoenix)
+        return
+    if not files:
+        echo(f"sftrace: error: sftrace import --from {source} needs FILES to read", err=True)
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    reject_phoenix_options(source, phoenix)
     if source != "otlp":
         import_peers(source, files, output, overwrite)
         return
     with bad_input_policy():
         result = import_otlp_files(files, output=output, overwrite=overwrite)
-    for run in result.runs:
-        if run.path is not None:
-            echo(f"imported {run.path} (run {run.run_id}, {pluralize(run.spans, 'span')})")
-        else:
-            echo(f"skipped run {run.run_id} (trace {run.trace_id}): {run.problem}", err=True)
-    summary = (
-        f"{len(result.written)} bundle(s) written, {len(result.skipped)} run(s) skipped, "
-        f"{result.other_traces} trace(s) without an sftrace run ignored, "
-        f"{result.spans_read} span(s) read"
-    )
-    if not result.runs:
-        echo(
-            f"sftrace: error: no sftrace run found in {len(files)} file(s) ({summary}); the run "
-            f"span is exported when the run ends: was the run finished and flushed?",
-            err=True,
-        )
-        raise click.exceptions.Exit(EXIT_BAD_INPUT)
-    echo(summary)
-    if result.skipped:
-        raise click.exceptions.Exit(EXIT_CHANGED)
+    report_imported(result, f"{len(files)} file(s)")

@@ -57,6 +57,8 @@ class ImportResult:
     runs: list[ImportedRun] = field(default_factory=list)
     other_traces: int = 0
     spans_read: int = 0
+    # Trace ids asked for by name that the source doesn't hold (Phoenix import).
+    missing_traces: list[str] = field(default_factory=list)
 
     @property
     def written(self) -> list[ImportedRun]:
@@ -68,11 +70,26 @@ class ImportResult:
 
 
 @dataclass
-class _Found:
+class FoundSpan:
+    """One span read from a source, in OTLP/JSON (hex ids), with what the run import
+    needs beside it: its resource and scope, and its attributes decoded."""
+
     span: dict[str, Any]
     resource: list[dict[str, Any]]
     scope: dict[str, Any] | None
     attributes: dict[str, Any]
+
+
+# Spans by trace id, then span id: what an import reads before it writes bundles.
+Traces = dict[str, dict[str, FoundSpan]]
+
+
+@dataclass(frozen=True)
+class ImportSource:
+    """Where imported runs came from, as the bundle's manifest says it."""
+
+    kind: str  # the manifest's environment "source", e.g. "otlp-import"
+    description: str  # for the manifest's note: "imported from <description> on <date>"
 
 
 _KIND_NAMES = {
@@ -102,19 +119,35 @@ def import_otlp_files(
     export (``max_payload_bytes``, ``capture_content=False``), or when its bundle exists
     and ``overwrite`` is False. Raises ``BundleError`` for an unreadable file.
     """
-    traces: dict[str, dict[str, _Found]] = {}
+    traces: Traces = {}
     paths = [Path(name) for name in files]
-    result = ImportResult()
+    spans_read = 0
     for path in paths:
         for number, request in _requests(path):
-            result.spans_read += _collect(request, traces, f"{path}:{number}")
+            spans_read += _collect(request, traces, f"{path}:{number}")
+    names = ", ".join(path.name for path in paths)
+    source = ImportSource("otlp-import", f"OTLP/JSON ({names})")
+    result = import_traces(traces, output=output, overwrite=overwrite, source=source)
+    result.spans_read = spans_read
+    return result
+
+
+def import_traces(
+    traces: Traces,
+    *,
+    output: str | os.PathLike[str],
+    overwrite: bool,
+    source: ImportSource,
+) -> ImportResult:
+    """Write one bundle per sftrace run in ``traces`` (the common half of every import)."""
+    result = ImportResult()
     target = Path(output)
     for trace_id, spans in traces.items():
         runs = [found for found in spans.values() if found.attributes.get(A.KIND) == A.KIND_RUN]
         if not runs:
             result.other_traces += 1
             continue
-        result.runs.append(_import_run(trace_id, spans, runs, target, overwrite, paths))
+        result.runs.append(_import_run(trace_id, spans, runs, target, overwrite, source))
     return result
 
 
@@ -143,7 +176,7 @@ def _requests(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, request
 
 
-def _collect(request: dict[str, Any], traces: dict[str, dict[str, _Found]], where: str) -> int:
+def _collect(request: dict[str, Any], traces: Traces, where: str) -> int:
     """Add a request's spans to ``traces``; lines of other signals hold none."""
     count = 0
     try:
@@ -157,19 +190,29 @@ def _collect(request: dict[str, Any], traces: dict[str, dict[str, _Found]], wher
                     else None
                 )
                 for span in scope_spans.get("spans") or ():
-                    trace_id = _hex_id(span.get("traceId"), 32, "traceId")
-                    span_id = _hex_id(span.get("spanId"), 16, "spanId")
-                    span["traceId"], span["spanId"] = trace_id, span_id
-                    spans = traces.setdefault(trace_id, {})
+                    add_span(traces, span, resource, scope)
                     count += 1
-                    if span_id in spans:
-                        continue  # a collector may deliver a span twice
-                    attributes = decode_attributes(span.get("attributes") or ())
-                    spans[span_id] = _Found(span, resource, scope, attributes)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         message = str(exc) if isinstance(exc, ValueError) else f"malformed request ({exc!r})"
         raise BundleError(f"{where}: {message}", path=where.rsplit(":", 1)[0]) from None
     return count
+
+
+def add_span(
+    traces: Traces,
+    span: dict[str, Any],
+    resource: list[dict[str, Any]],
+    scope: dict[str, Any] | None,
+) -> None:
+    """Add one OTLP/JSON span to ``traces``; raises ValueError for ids that aren't hex."""
+    trace_id = _hex_id(span.get("traceId"), 32, "traceId")
+    span_id = _hex_id(span.get("spanId"), 16, "spanId")
+    span["traceId"], span["spanId"] = trace_id, span_id
+    spans = traces.setdefault(trace_id, {})
+    if span_id in spans:
+        return  # a collector may deliver a span twice
+    attributes = decode_attributes(span.get("attributes") or ())
+    spans[span_id] = FoundSpan(span, resource, scope, attributes)
 
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -186,11 +229,11 @@ def _hex_id(value: Any, digits: int, name: str) -> str:
 
 def _import_run(
     trace_id: str,
-    spans: dict[str, _Found],
-    runs: list[_Found],
+    spans: dict[str, FoundSpan],
+    runs: list[FoundSpan],
     output: Path,
     overwrite: bool,
-    sources: list[Path],
+    source: ImportSource,
 ) -> ImportedRun:
     root = runs[0]
     attributes = root.attributes
@@ -212,7 +255,7 @@ def _import_run(
     if run.problem is not None:
         return run
     try:
-        _write_bundle(path, trace_id, lines, root, run_id, agent, sources, overwrite)
+        _write_bundle(path, trace_id, lines, root, run_id, agent, source, overwrite)
         load_bundle(path, verify_integrity=True)
     except BundleError as exc:
         shutil.rmtree(path, ignore_errors=True)
@@ -222,7 +265,7 @@ def _import_run(
     return run
 
 
-def _completeness_problem(spans: dict[str, _Found], runs: list[_Found]) -> str | None:
+def _completeness_problem(spans: dict[str, FoundSpan], runs: list[FoundSpan]) -> str | None:
     if len(runs) > 1:
         return f"the trace holds {len(runs)} run spans; a bundle holds one run"
     seqs: set[int] = set()
@@ -255,8 +298,8 @@ def _completeness_problem(spans: dict[str, _Found], runs: list[_Found]) -> str |
 
 
 def _checked_lines(
-    trace_id: str, spans: dict[str, _Found]
-) -> tuple[list[tuple[_Found, dict[str, Any]]], str | None]:
+    trace_id: str, spans: dict[str, FoundSpan]
+) -> tuple[list[tuple[FoundSpan, dict[str, Any]]], str | None]:
     """Each span in the shape of a bundle line, checked by the bundle's span validator;
     or the first problem (the run is then skipped)."""
     checker = SpanChecker(trace_id, parents_first=False)
@@ -277,11 +320,11 @@ def _checked_lines(
 def _write_bundle(
     path: Path,
     trace_id: str,
-    lines: list[tuple[_Found, dict[str, Any]]],
-    root: _Found,
+    lines: list[tuple[FoundSpan, dict[str, Any]]],
+    root: FoundSpan,
     run_id: str,
     agent: str,
-    sources: list[Path],
+    source: ImportSource,
     overwrite: bool,
 ) -> None:
     start = int(root.span.get("startTimeUnixNano", 0))
@@ -292,7 +335,7 @@ def _write_bundle(
         final_name=path.name,
         created_at=utc_iso(start),
     )
-    header["environment"] = _environment(root)
+    header["environment"] = _environment(root, source)
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = BundleWriter(partial_dir_for(path, safe_file_stem(run_id)), header)
     try:
@@ -305,7 +348,6 @@ def _write_bundle(
                 seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
             )
             totals.add(found.attributes)
-        names = ", ".join(source.name for source in sources)
         manifest = manifest_from_parts(
             header,
             attributes=root.attributes,
@@ -316,7 +358,7 @@ def _write_bundle(
             resource_attributes=normalize_attributes(root.resource),
             scope=root.scope,
             totals=totals,
-            notes=[f"imported from OTLP/JSON ({names}) on {utc_iso()}"],
+            notes=[f"imported from {source.description} on {utc_iso()}"],
         )
         writer.finalize(manifest, path, overwrite=overwrite)
     except BaseException:
@@ -324,10 +366,10 @@ def _write_bundle(
         raise
 
 
-def _environment(root: _Found) -> dict[str, Any]:
+def _environment(root: FoundSpan, source: ImportSource) -> dict[str, Any]:
     """What is known of the recording environment: only what the resource says."""
     resource = decode_attributes(root.resource)
-    recorded: dict[str, Any] = {"source": "otlp-import"}
+    recorded: dict[str, Any] = {"source": source.kind}
     for key, name in (
         (A.SFTRACE_VERSION, "sftrace"),
         ("telemetry.sdk.version", "opentelemetry_sdk"),

@@ -19,9 +19,10 @@ from typing import Any, Final
 import orjson
 
 from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
+from sftrace._bundle.manifest import iso_to_ns
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
-from sftrace._regress.peers.model import PeerCall, PeerError, PeerRun, iso_to_ns
+from sftrace._regress.peers.model import PeerCall, PeerError, PeerRun
 
 SOURCE: Final = "agenttrace"
 _MAX_BYTES: Final = 1024 * 1024 * 1024

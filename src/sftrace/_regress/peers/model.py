@@ -8,12 +8,9 @@ are plain JSON as the peer stored them; times are nanoseconds since the epoch.
 from __future__ import annotations
 
 import builtins
-import datetime as _dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-
-from sftrace._errors import BundleError
 
 JSON = Any
 # What a call without a recorded output holds (None is a recorded null).
@@ -92,17 +89,3 @@ class PeerRun:
     notes: list[str] = field(default_factory=list)
     # Set when the recording is readable but holds no complete run: why it is skipped.
     problem: str | None = None
-
-
-def iso_to_ns(value: Any, where: str) -> int:
-    """An ISO 8601 time with a time zone as nanoseconds since the epoch."""
-    if not isinstance(value, str):
-        raise BundleError(f"{where}: expected an ISO 8601 time, got {value!r}", path=where)
-    try:
-        moment = _dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise BundleError(f"{where}: not an ISO 8601 time: {value!r}", path=where) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.UTC)
-    delta = moment - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-    return (delta // _dt.timedelta(microseconds=1)) * 1000

@@ -31,11 +31,12 @@ from sftrace._bundle.format import (
     STATUS_COMPLETED,
     STATUS_FAILED,
 )
+from sftrace._bundle.manifest import iso_to_ns
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
 from sftrace._model.jsonpath import format_path
 from sftrace._record.redaction import marker
-from sftrace._regress.peers.model import PeerCall, PeerError, PeerRun, PeerState, iso_to_ns
+from sftrace._regress.peers.model import PeerCall, PeerError, PeerRun, PeerState
 
 FORMAT: Final = "stepfork"
 SCHEMA_VERSIONS: Final = ("0.1",)
