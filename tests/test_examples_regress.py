@@ -81,3 +81,24 @@ def test_record_script_regenerates_the_committed_bundles(
         report = sftrace.diff(bundle, tmp_path / bundle.name)
         assert report.findings == (), report.format()
     assert "recorded" in capsys.readouterr().out
+
+
+def test_the_booking_failure_minimizes_to_the_retry_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/regression-tests.md, "Minimize a failing run": neither the search results nor
+    the model's reasons are needed to crash the buggy booking agent; the retries are."""
+    monkeypatch.chdir(EXAMPLES / "booking_agent")
+    result = sftrace.minimize(
+        "bundles/sold_out_fare.sftrace", "booking_agent:handle", output=tmp_path / "min.sftrace"
+    )
+    assert result.verified
+    assert result.reproduces == (
+        "RuntimeError: booking failed after 3 attempts: fare TP204 is no longer available"
+    )
+    search, planner, *bookings = result.bundle.calls
+    assert search.output == []
+    assert planner.input == {"flights": [], "task": "Book a flight to Lisbon"}
+    assert planner.output == {"flight_id": ""}
+    assert [call.error.type for call in bookings if call.error] == ["ValueError"] * 3
+    assert (result.output_bytes_before, result.output_bytes_after) == (310, 18)

@@ -14,6 +14,7 @@ from sftrace import (
     Expectations,
     MinimizeProgress,
     ReplayError,
+    aminimize,
     load_bundle,
     minimize,
     record,
@@ -84,6 +85,27 @@ def test_async_entrypoints_minimize_too(tmp_path: Path) -> None:
     bundle = flights.record_failure(tmp_path / "async.sftrace", flights.abook_cheapest)
     result = minimize(bundle, flights.abook_cheapest, output=tmp_path / "small.sftrace")
     assert result.verified
+    assert [flight["currency"] for flight in output_of(result.path, "search_flights")] == ["XXX"]
+
+
+def test_aminimize_awaits_the_entrypoint_in_the_running_loop(tmp_path: Path) -> None:
+    import asyncio
+
+    bundle = flights.record_failure(tmp_path / "async.sftrace", flights.abook_cheapest)
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def entry(destination: str) -> Any:
+        loops.append(asyncio.get_running_loop())
+        return await flights.abook_cheapest(destination)
+
+    async def main() -> Any:
+        result = await aminimize(bundle, entry, output=tmp_path / "small.sftrace")
+        return result, asyncio.get_running_loop()
+
+    result, loop = asyncio.run(main())
+    assert result.verified
+    assert len(loops) == result.replays
+    assert set(loops) == {loop}
     assert [flight["currency"] for flight in output_of(result.path, "search_flights")] == ["XXX"]
 
 

@@ -146,3 +146,17 @@ def test_fork_and_afork_are_public_twins() -> None:
     assert [p.default for p in sync.parameters.values()] == [
         p.default for p in twin.parameters.values()
     ]
+
+
+def test_minimize_and_aminimize_are_public_twins() -> None:
+    """sftrace.minimize / sftrace.aminimize and their result types are public, and the
+    async twin takes exactly the sync one's parameters."""
+    import inspect
+
+    assert {"minimize", "aminimize", "MinimizeResult", "MinimizeProgress"} <= set(sftrace.__all__)
+    assert inspect.iscoroutinefunction(sftrace.aminimize)
+    sync, twin = inspect.signature(sftrace.minimize), inspect.signature(sftrace.aminimize)
+    assert list(sync.parameters) == list(twin.parameters)
+    assert [p.default for p in sync.parameters.values()] == [
+        p.default for p in twin.parameters.values()
+    ]

@@ -63,7 +63,7 @@ if _typing.TYPE_CHECKING:
         Verdict,
     )
     from sftrace._regress.migrate_suite import MigratedSuite, migrate_suite
-    from sftrace._regress.minimize import MinimizeProgress, MinimizeResult, minimize
+    from sftrace._regress.minimize import MinimizeProgress, MinimizeResult, aminimize, minimize
     from sftrace._regress.peers import import_peer_runs
     from sftrace._regress.replay_compare import replay_and_compare
     from sftrace._regress.suite import CaseResult, Suite, SuiteCase, load_suite
@@ -116,6 +116,7 @@ _LAZY: dict[str, str] = {
     "migrate_suite": "_regress.migrate_suite",
     "MinimizeProgress": "_regress.minimize",
     "MinimizeResult": "_regress.minimize",
+    "aminimize": "_regress.minimize",
     "minimize": "_regress.minimize",
     "import_peer_runs": "_regress.peers",
     "replay_and_compare": "_regress.replay_compare",
@@ -207,6 +208,7 @@ __all__ = [
     "__version__",
     "afork",
     "allm_request",
+    "aminimize",
     "areplay_run",
     "compare",
     "configure",

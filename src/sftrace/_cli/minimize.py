@@ -158,10 +158,13 @@ def _print_report(result: MinimizeResult) -> None:
         )
     )
     width = max((len(label) for label, _, _ in result.sizes), default=0)
-    for label, before, after in result.sizes:
+    for call, (label, before, after) in zip(result.bundle.calls, result.sizes, strict=False):
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(f"  {label.ljust(width)}", style="bold")
-        line.append(f"  {byte_size(before)} -> {byte_size(after)}")
+        if call.error is not None:
+            line.append(f"  recorded error {call.error.type}, kept", style="dim")
+        else:
+            line.append(f"  {byte_size(before)} -> {byte_size(after)}")
         console.print(line)
     console.print(
         Text(

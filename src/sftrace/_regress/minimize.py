@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -41,15 +41,24 @@ from sftrace._regress.expectations import (
 from sftrace._regress.findings import FindingCode, Severity
 from sftrace._regress.shrink import Shrinker
 from sftrace._replay.options import ManualHandler, ReplayOptions
-from sftrace._replay.run import Entrypoint, ReplayResult, resolve_entrypoint, run_replay
+from sftrace._replay.run import (
+    Entrypoint,
+    ReplayResult,
+    arun_replay,
+    resolve_entrypoint,
+    run_replay,
+)
 from sftrace._replay.session import as_bundle
 
-__all__ = ["MinimizeProgress", "MinimizeResult", "minimize"]
+__all__ = ["MinimizeProgress", "MinimizeResult", "aminimize", "minimize"]
 
 # The first replay (does the failure reproduce?), the one that saves, the strict check.
 FIXED_REPLAYS: Final = 3
 # What a reproduction is: ("failure", type, message) and the unmet expectations' keys.
 Signature = tuple[tuple[str, ...], ...]
+# A replay the minimization asks its driver (sync or async) to run, and the whole of it.
+Replay = tuple[Bundle, ReplayOptions]
+Steps = Generator[Replay, ReplayResult, "MinimizeResult"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,80 @@ def minimize(
     Raises ``ConfigError`` for bad arguments or a run that neither failed nor is given
     expectations, and ``ReplayError`` when the first replay does not reproduce the failure.
     """
+    target, steps = _steps(
+        bundle,
+        entrypoint,
+        output=output,
+        overwrite=overwrite,
+        expect=expect,
+        expect_output=expect_output,
+        expect_trajectory=expect_trajectory,
+        max_replays=max_replays,
+        progress=progress,
+        manual=manual,
+        agent_version=agent_version,
+    )
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(run_replay(request[0], target, request[1]))
+    except StopIteration as stop:
+        result: MinimizeResult = stop.value
+        return result
+
+
+async def aminimize(
+    bundle: Bundle | str | os.PathLike[str],
+    entrypoint: str | Entrypoint,
+    *,
+    output: str | os.PathLike[str],
+    overwrite: bool = False,
+    expect: Expectations | None = None,
+    expect_output: str | os.PathLike[str] | None = None,
+    expect_trajectory: str | os.PathLike[str] | None = None,
+    max_replays: int = 500,
+    progress: Callable[[MinimizeProgress], None] | None = None,
+    manual: ManualHandler | None = None,
+    agent_version: str | None = None,
+) -> MinimizeResult:
+    """The async twin of :func:`minimize`: an async entrypoint is awaited in this loop."""
+    target, steps = _steps(
+        bundle,
+        entrypoint,
+        output=output,
+        overwrite=overwrite,
+        expect=expect,
+        expect_output=expect_output,
+        expect_trajectory=expect_trajectory,
+        max_replays=max_replays,
+        progress=progress,
+        manual=manual,
+        agent_version=agent_version,
+    )
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(await arun_replay(request[0], target, request[1]))
+    except StopIteration as stop:
+        result: MinimizeResult = stop.value
+        return result
+
+
+def _steps(
+    bundle: Bundle | str | os.PathLike[str],
+    entrypoint: str | Entrypoint,
+    *,
+    output: str | os.PathLike[str],
+    overwrite: bool = False,
+    expect: Expectations | None = None,
+    expect_output: str | os.PathLike[str] | None = None,
+    expect_trajectory: str | os.PathLike[str] | None = None,
+    max_replays: int = 500,
+    progress: Callable[[MinimizeProgress], None] | None = None,
+    manual: ManualHandler | None = None,
+    agent_version: str | None = None,
+) -> tuple[Entrypoint, Steps]:
+    """Check the arguments of ``minimize``; the minimization, as replays to run."""
     target = resolve_entrypoint(entrypoint)
     recorded = as_bundle(bundle)
     if expect is not None and (expect_output is not None or expect_trajectory is not None):
@@ -149,8 +232,8 @@ def minimize(
         manual=manual,
         agent_version=agent_version,
     )
-    run = _Minimization(recorded, target, options, expect, max_replays, progress)
-    return run.minimize(path, overwrite)
+    minimization = _Minimization(recorded, options, expect, max_replays, progress)
+    return target, minimization.steps(path, overwrite)
 
 
 class _Minimization:
@@ -159,14 +242,12 @@ class _Minimization:
     def __init__(
         self,
         recorded: Bundle,
-        target: Entrypoint,
         options: ReplayOptions,
         expect: Expectations | None,
         max_replays: int,
         progress: Callable[[MinimizeProgress], None] | None,
     ) -> None:
         self.recorded = recorded
-        self.target = target
         self.options = options
         self.expect = expect
         self.max_replays = max_replays
@@ -180,21 +261,22 @@ class _Minimization:
         self.output_bytes_before = sum(_size(call.output_json) for call in recorded.calls)
         self.output_bytes = self.output_bytes_before
 
-    def minimize(self, path: Path, overwrite: bool) -> MinimizeResult:
-        first = self._replay(self.recorded, self.options)
+    def steps(self, path: Path, overwrite: bool) -> Steps:
+        """The minimization: yields each replay to run, receives its result."""
+        first = yield from self._replay(self.recorded, self.options)
         wanted = self._check_first(first, self._signature(first))
-        values, complete = self._shrink(wanted, self._used(first))
+        values, complete = yield from self._shrink(wanted, self._used(first))
         save = dataclasses.replace(
             self.options, save=path, overwrite=overwrite, derived_from={"how": "minimize"}
         )
-        saved = self._replay(self._candidate(values), save)
+        saved = yield from self._replay(self._candidate(values), save)
         if saved.saved_path is None:
             raise ReplayError(f"the minimized run could not be written to {str(path)!r}")
         minimized = load_bundle(saved.saved_path)
         strict = ReplayOptions.build(
             manual=self.options.manual, agent_version=self.options.agent_version
         )
-        check = self._replay(minimized, strict)
+        check = yield from self._replay(minimized, strict)
         before = self.sizes_before
         verified = (
             self._signature(saved) == wanted
@@ -220,7 +302,9 @@ class _Minimization:
         )
 
     # -- shrinking -----------------------------------------------------------------------
-    def _shrink(self, wanted: Signature, used: set[int]) -> tuple[list[Any], bool]:
+    def _shrink(
+        self, wanted: Signature, used: set[int]
+    ) -> Generator[Replay, ReplayResult, tuple[list[Any], bool]]:
         """The smallest outputs found, and whether shrinking ran to the end."""
         shrinker = Shrinker(self.original, used)
         seen: dict[bytes, bool] = {}
@@ -234,7 +318,7 @@ class _Minimization:
                 if accepted is None:
                     if self.replays >= budget:
                         return shrinker.values, False
-                    result = self._replay(self._candidate(candidate), self.options)
+                    result = yield from self._replay(self._candidate(candidate), self.options)
                     accepted = seen[key] = self._signature(result) == wanted
                     if accepted:
                         shrinker.used = self._used(result)
@@ -271,8 +355,10 @@ class _Minimization:
         )
 
     # -- replaying and judging ---------------------------------------------------------
-    def _replay(self, bundle: Bundle, options: ReplayOptions) -> ReplayResult:
-        result = run_replay(bundle, self.target, options)
+    def _replay(
+        self, bundle: Bundle, options: ReplayOptions
+    ) -> Generator[Replay, ReplayResult, ReplayResult]:
+        result = yield (bundle, options)
         self.replays += 1
         self._report()
         return result
