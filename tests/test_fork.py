@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import sample_agents as agents
+from fork_agents import async_entry, live_nested_agent, nested_agent, picking_agent
 from sample_agents import recorded
 from sftrace import (
     ConfigError,
@@ -21,7 +22,6 @@ from sftrace import (
     fork,
     load_bundle,
     replay_run,
-    trace_tool,
 )
 from sftrace._replay.fork import resolve_at
 
@@ -29,41 +29,6 @@ from sftrace._replay.fork import resolve_at
 @pytest.fixture(autouse=True)
 def _clear_executed() -> None:
     agents.EXECUTED.clear()
-
-
-def picking_agent() -> dict[str, Any]:
-    """search -> llm (picks a flight) -> book: the LLM's answer decides the branch."""
-    flights = agents.search_flights("Lisbon")
-    reply = agents.ask(f"pick from {[f.id for f in flights]}")
-    ids = [flight.id for flight in flights]
-    choice = reply["text"] if reply["text"] in ids else min(flights, key=lambda f: f.price).id
-    return agents.book(choice)
-
-
-@trace_tool
-def inner(x: int) -> int:
-    agents.EXECUTED.append(f"inner:{x}")
-    return x * 2
-
-
-@trace_tool
-def outer(x: int) -> int:
-    agents.EXECUTED.append(f"outer:{x}")
-    return inner(x) + 1
-
-
-@trace_tool(replay_policy="live")
-def live_outer(x: int) -> int:
-    agents.EXECUTED.append(f"live_outer:{x}")
-    return inner(x) + 1
-
-
-def nested_agent() -> int:
-    return outer(3) + agents.book("FR2")["ok"]
-
-
-def live_nested_agent() -> int:
-    return live_outer(3) + agents.book("FR2")["ok"]
 
 
 @pytest.fixture
@@ -299,14 +264,10 @@ def test_compare_reports_the_calls_after_the_fork_point_as_live(bundle: Path) ->
     assert FindingCode.CALL_ADDED_LIVE in codes
 
 
-async def _async_entry(topic: str = "fork") -> str:
-    return await agents.async_agent(topic)
-
-
-def test_async_entrypoint_with_sync_fork(tmp_path: Path) -> None:
+def testasync_entrypoint_with_sync_fork(tmp_path: Path) -> None:
     path = tmp_path / "async.sftrace"
-    recorded(path, lambda: asyncio.run(_async_entry()))
-    result = fork(path, _async_entry, at="fake-1#1", override={"text": "forked"})
+    recorded(path, lambda: asyncio.run(async_entry()))
+    result = fork(path, async_entry, at="fake-1#1", override={"text": "forked"})
     assert result.status == "completed", result.divergence
     assert result.return_value == "forked"
     assert agents.EXECUTED == []  # the gathers were answered; their fetches covered
@@ -315,8 +276,8 @@ def test_async_entrypoint_with_sync_fork(tmp_path: Path) -> None:
 
 def test_afork_awaits_in_the_running_loop(tmp_path: Path) -> None:
     path = tmp_path / "async.sftrace"
-    recorded(path, lambda: asyncio.run(_async_entry()))
-    result = asyncio.run(afork(path, _async_entry, at=1))
+    recorded(path, lambda: asyncio.run(async_entry()))
+    result = asyncio.run(afork(path, async_entry, at=1))
     assert result.status == "completed", result.divergence
     # Forked at the first gather: everything runs for real from there.
     assert sorted(agents.EXECUTED) == sorted(

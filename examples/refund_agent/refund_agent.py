@@ -1,9 +1,9 @@
 """A small offline customer-support agent that handles refund requests.
 
-Two tools (``lookup_order``, ``issue_refund``) and a fake chat model. The bug, as seen
-in production: the model approves every refund the customer asks for, and the agent
-trusts it, so an order delivered 45 days ago is refunded although the policy allows
-refunds within 30 days of delivery. ``refund_agent_fixed.py`` holds the fix.
+Three tools (``lookup_order``, ``issue_refund``, ``escalate_to_human``) and a fake chat
+model. The bug, as seen in production: the model approves every refund the customer asks
+for, and the agent trusts it, so an order delivered 45 days ago is refunded although the
+policy allows refunds within 30 days of delivery. ``refund_agent_fixed.py`` holds the fix.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ _ORDERS: dict[str, dict[str, Any]] = {
 }
 # Refunds actually issued (the side effect a replay must never repeat).
 REFUNDS_ISSUED: list[str] = []
+# Tickets handed to the support team.
+ESCALATIONS: list[str] = []
 
 
 @trace_tool
@@ -37,6 +39,13 @@ def issue_refund(order_id: str, amount_eur: float) -> dict[str, Any]:
     """Refund the customer (a payment side effect)."""
     REFUNDS_ISSUED.append(order_id)
     return {"refund_id": f"R-{order_id}", "order_id": order_id, "amount_eur": amount_eur}
+
+
+@trace_tool
+def escalate_to_human(order_id: str, reply: str) -> dict[str, Any]:
+    """Open a ticket for the support team (an in-memory stand-in)."""
+    ESCALATIONS.append(order_id)
+    return {"ticket_id": f"T-{order_id}", "order_id": order_id, "queue": "refunds"}
 
 
 class FakeSupportModel:
@@ -87,4 +96,10 @@ def handle(request: dict[str, str]) -> dict[str, Any]:
             "refund_id": refund["refund_id"],
             "reply": decision["reply"],
         }
-    return {"decision": "escalated", "order_id": order["order_id"], "reply": decision["reply"]}
+    ticket = escalate_to_human(order["order_id"], decision["reply"])
+    return {
+        "decision": "escalated",
+        "order_id": order["order_id"],
+        "ticket_id": ticket["ticket_id"],
+        "reply": decision["reply"],
+    }

@@ -24,6 +24,7 @@ from sftrace._version import __version__
 _COMMAND_MODULES: tuple[str, ...] = (
     "bundle",
     "replay",
+    "fork",
     "minimize",
     "regress",
     "view",

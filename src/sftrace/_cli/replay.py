@@ -22,7 +22,7 @@ from sftrace._bundle.reader import Bundle
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._cli.bundle import missing_content
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
-from sftrace._cli.output import human_console
+from sftrace._cli.output import SafeConsole, human_console
 from sftrace._cli.view import finish_page, html_option
 from sftrace._errors import BundleError, ConfigError, SftraceError
 from sftrace._model.calls import Call
@@ -31,8 +31,9 @@ from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import to_json
 from sftrace._model.text import one_line, pluralize, preview, were
 from sftrace._record.run import exception_type_name
+from sftrace._replay.controller import MatchedCall
 from sftrace._replay.options import ReplayOptions
-from sftrace._replay.run import ReplayResult, resolve_entrypoint, run_replay
+from sftrace._replay.run import Entrypoint, ReplayResult, resolve_entrypoint, run_replay
 from sftrace._view.render import render_replay
 
 PREVIEW_CHARS = 100
@@ -46,6 +47,7 @@ _ACTION_STYLES = {
     "manual": "blue",
     "refused": "bold red",
     "live": "magenta",
+    "overridden": "blue",
 }
 
 
@@ -169,22 +171,9 @@ def replay_command(
             match_ignore=parse_match_ignore_option(match_ignore),
             on_miss=on_miss,
         )
-        if save is not None:
-            check_bundle_target(
-                save,
-                overwrite=overwrite,
-                purpose="save the replay",
-                overwrite_hint="pass --overwrite",
-            )
-        missing = missing_content(recorded)
-        if missing:
-            raise BundleError(
-                f"{str(bundle)!r} is incomplete ({missing[0]}); a replay would report the "
-                f"calls the file lost as the agent's divergence. `sftrace validate` lists "
-                f"every problem"
-            )
-        target = resolve_entrypoint(entrypoint)
-        check_arguments(target, recorded, entrypoint)
+        target = check_before_running(
+            recorded, entrypoint, save=save, overwrite=overwrite, purpose="save the replay"
+        )
         # With --json, stdout carries only the document: the agent's prints go to stderr.
         redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
         with redirect:
@@ -224,6 +213,27 @@ def parse_match_ignore_option(items: tuple[str, ...]) -> dict[str, list[str]] | 
             )
         ignore.setdefault(name.strip(), []).append(path.strip())
     return ignore
+
+
+def check_before_running(
+    recorded: Bundle, entrypoint: str, *, save: Path | None, overwrite: bool, purpose: str
+) -> Entrypoint:
+    """What can be checked before any agent code runs: the save target (``purpose``
+    says what for), a bundle that lost content, the entrypoint and its arguments."""
+    if save is not None:
+        check_bundle_target(
+            save, overwrite=overwrite, purpose=purpose, overwrite_hint="pass --overwrite"
+        )
+    missing = missing_content(recorded)
+    if missing:
+        raise BundleError(
+            f"{str(recorded.path)!r} is incomplete ({missing[0]}); a replay would report the "
+            f"calls the file lost as the agent's divergence. `sftrace validate` lists "
+            f"every problem"
+        )
+    target = resolve_entrypoint(entrypoint)
+    check_arguments(target, recorded, entrypoint)
+    return target
 
 
 def check_arguments(target: Any, recorded: Bundle, entrypoint: str) -> None:
@@ -379,60 +389,80 @@ def _print_report(
             (f"  [mode {mode}, match {match}]", "dim"),
         )
     )
-    shown = result.matched if limit == 0 else result.matched[:limit]
-    width = max((len(item.recorded.label) for item in shown), default=0)
-    for item in shown:
-        line = Text(no_wrap=True, overflow="ellipsis")
-        seq = f"#{item.recorded.seq}" if item.action != "live" else "new"
-        line.append(f"  {item.number:>3}. {seq} ")
-        line.append(item.recorded.label.ljust(width), style="bold")
-        line.append("  ")
-        line.append(item.action, style=_ACTION_STYLES.get(item.action, ""))
-        if item.tier is not None:
-            line.append(f" [{item.tier}]", style="" if item.tier == "exact" else "yellow")
-        if item.differences:
-            paths = ", ".join(path for path, _, _ in item.differences[:3])
-            more = f" +{len(item.differences) - 3}" if len(item.differences) > 3 else ""
-            line.append(f"  (input differs at {paths}{more})", style="dim")
-        error = item.recorded.error
-        if error is not None and item.action == "substituted":
-            line.append(
-                f"  (recorded error {error.type}: {one_line(error.message, PREVIEW_CHARS)})",
-                style="dim",
-            )
-        console.print(line)
-    if len(shown) < len(result.matched):
-        console.print(
-            Text(
-                f"  ... and {pluralize(len(result.matched) - len(shown), 'more matched call')} "
-                f"(--limit 0 lists all)",
-                style="dim",
-            )
-        )
+    print_matched(console, result.matched, limit=limit)
     if not result.matched:
         console.print(Text("  no recorded call was matched", style="dim"))
-    if result.unused:
-        console.print(Text(f"unused recorded calls: {len(result.unused)}", style="yellow"))
-        for call in result.unused[:20]:
-            console.print(_unused_line(call))
-        if len(result.unused) > 20:
-            console.print(Text(f"  ... and {len(result.unused) - 20} more", style="dim"))
-    if result.divergence is not None:
-        console.print(Text("divergence:", style="bold red"))
-        for part in str(result.divergence).splitlines():
-            console.print(Text(f"  {part}"))
-    console.print(Text.assemble("result: ", _outcome_text(result)))
-    console.print(Text.assemble("recorded: ", _recorded_text(recorded)))
+    print_unused(console, result.unused, "unused recorded calls")
+    print_outcome(console, result)
     if result.saved_path is not None:
         console.print(f"saved the replayed run: {result.saved_path}")
     console.print(_verdict_text(result, verdict))
 
 
-def _unused_line(call: Call) -> Text:
+def print_matched(
+    console: SafeConsole, matched: list[MatchedCall], *, limit: int, width: int | None = None
+) -> None:
+    """One line per matched call (at most ``limit``; 0: all): its number, recorded seq
+    (``new`` for a live call), label, action, tier and where its input differed."""
+    shown = matched if limit == 0 else matched[:limit]
+    if width is None:
+        width = max((len(item.recorded.label) for item in shown), default=0)
+    for item in shown:
+        console.print(_matched_line(item, width))
+    if len(shown) < len(matched):
+        console.print(
+            Text(
+                f"  ... and {pluralize(len(matched) - len(shown), 'more matched call')} "
+                f"(--limit 0 lists all)",
+                style="dim",
+            )
+        )
+
+
+def _matched_line(item: MatchedCall, width: int) -> Text:
     line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"  #{call.seq} {call.label}", style="bold")
-    line.append(f"  {one_line(call.input_json, PREVIEW_CHARS)}", style="dim")
+    seq = f"#{item.recorded.seq}" if item.action != "live" else "new"
+    line.append(f"  {item.number:>3}. {seq} ")
+    line.append(item.recorded.label.ljust(width), style="bold")
+    line.append("  ")
+    line.append(item.action, style=_ACTION_STYLES.get(item.action, ""))
+    if item.tier is not None:
+        line.append(f" [{item.tier}]", style="" if item.tier == "exact" else "yellow")
+    if item.differences:
+        paths = ", ".join(path for path, _, _ in item.differences[:3])
+        more = f" +{len(item.differences) - 3}" if len(item.differences) > 3 else ""
+        line.append(f"  (input differs at {paths}{more})", style="dim")
+    error = item.recorded.error
+    if error is not None and item.action == "substituted":
+        line.append(
+            f"  (recorded error {error.type}: {one_line(error.message, PREVIEW_CHARS)})",
+            style="dim",
+        )
     return line
+
+
+def print_unused(console: SafeConsole, unused: list[Call], title: str) -> None:
+    """``title: N`` and the first 20 of the recorded calls ``unused``, if any."""
+    if not unused:
+        return
+    console.print(Text(f"{title}: {len(unused)}", style="yellow"))
+    for call in unused[:20]:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"  #{call.seq} {call.label}", style="bold")
+        line.append(f"  {one_line(call.input_json, PREVIEW_CHARS)}", style="dim")
+        console.print(line)
+    if len(unused) > 20:
+        console.print(Text(f"  ... and {len(unused) - 20} more", style="dim"))
+
+
+def print_outcome(console: SafeConsole, result: ReplayResult) -> None:
+    """The divergence (if any), what the replayed run did, and what the recorded one did."""
+    if result.divergence is not None:
+        console.print(Text("divergence:", style="bold red"))
+        for part in str(result.divergence).splitlines():
+            console.print(Text(f"  {part}"))
+    console.print(Text.assemble("result: ", _outcome_text(result)))
+    console.print(Text.assemble("recorded: ", _recorded_text(result.bundle)))
 
 
 def _outcome_text(result: ReplayResult) -> Text:
