@@ -285,3 +285,12 @@ def test_afork_awaits_in_the_running_loop(tmp_path: Path) -> None:
     )
     assert result.return_value == "about fork"
     assert result.matched[0].action == "executed"
+
+
+def test_the_replay_page_marks_the_fork_point_overridden(bundle: Path) -> None:
+    from sftrace import render_html
+
+    result = fork(bundle, picking_agent, at=2, override={"text": "FR2"})
+    page = render_html(result)
+    assert '"act":"overridden"' in page
+    assert ".b-overridden" in page

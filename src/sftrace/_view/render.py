@@ -154,7 +154,7 @@ def render_replay(
     facts: dict[str, Any] | None = None,
 ) -> str:
     """The page of a replay: the recorded calls beside the replayed ones, each with the
-    replay's action (substituted, executed, derived, manual, refused)."""
+    replay's action (substituted, executed, derived, manual, refused, overridden)."""
     replay_facts: dict[str, Any] = {
         "replay status": result.status,
         "reproduced": result.reproduced,
