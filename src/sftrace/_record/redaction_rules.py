@@ -105,7 +105,8 @@ class Rule:
 
     ``keywords``: lowercase literals; every match starts with one of them (case folded).
     ``shape``: for a rule without keywords, the length of the run of ``[A-Za-z0-9/+]``
-    characters that every match is exactly (the scanner finds such runs instead).
+    characters that every match is exactly (the scanner finds such runs instead); every
+    match also holds an upper case letter, a lower case letter and a digit.
     ``requires``: characters of which every match holds at least one ("" for none): a
     text without any of them is not searched for this rule's keywords.
     ``inside``: for a rule whose match can start deep inside a long run of
@@ -120,6 +121,10 @@ class Rule:
     (``[A-Za-z0-9_-]``): a text without such a run is not searched for the rule (prose
     and code rarely have one; keys and ids do).
     ``check``: called with the secret; a match it refuses is kept as it is.
+    ``names``: for a rule with an anchor, the names (as words) that its matches start
+    with, where ``keywords`` are their first words only.
+    ``needs``: a regex that the case-folded JSON text of every match matches (the
+    quick check skips the rule's keywords in a text it does not match).
     """
 
     name: str
@@ -132,6 +137,8 @@ class Rule:
     inside: tuple[str, ...] = ()
     anchor: str = ""
     token_run: int = 0
+    names: tuple[str, ...] = ()
+    needs: str = ""
 
 
 # How far before its anchor a keyword may start, beyond the length of the longest name:
@@ -217,7 +224,7 @@ _SPECS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]] = (
     (
         "slack_token",
         r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}",
-        ("xox",),
+        tuple(f"xox{kind}-" for kind in "abposr"),
         ("xoxb-123456789012-1234567890123-EXAMPLEexample",),
     ),
     (
@@ -357,7 +364,8 @@ _REQUIRES: Final[dict[str, str]] = {
     "azure_storage_key": "=",
     "azure_sas_signature": "=",
     "http_credentials": ":",
-    "url_credentials": ":",
+    "url_credentials": "@",
+    "bearer_token": "0123456789",
     "cli_password": "-",
     ASSIGNMENT: ":=",
 }
@@ -384,6 +392,10 @@ _TOKEN_RUNS: Final[dict[str, int]] = {
     "npm_token": 40,
 }
 
+# Rule.needs: command lines give a password after -p, --password..., a user after -u.
+# (A private key's -----BEGIN holds "--" too.)
+_NEEDS: Final[dict[str, str]] = {"cli_password": r"-[-pu]", "private_key": r"-[-pu]"}
+
 BUILTIN_PATTERN_NAMES: Final[tuple[str, ...]] = (
     *dict.fromkeys(name for name, _, _, _ in _SPECS),
     ASSIGNMENT,
@@ -407,6 +419,7 @@ def assignment_rule(names: Iterable[str]) -> Rule:
         keywords,
         requires=_REQUIRES[ASSIGNMENT],
         anchor=":=",
+        names=tuple(sorted(set(names))),
         examples=(
             'password="correct horse battery staple"',
             "password\t: EXAMPLE",
@@ -430,6 +443,7 @@ def _builtin_fixed() -> tuple[Rule, ...]:
             inside=_INSIDE.get(name, ()),
             anchor=":" if name == "http_credentials" else "",
             token_run=_TOKEN_RUNS.get(name, 0),
+            needs=_NEEDS.get(name, ""),
         )
         for name, find, keywords, examples in _SPECS
     )

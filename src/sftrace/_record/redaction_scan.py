@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from sftrace._record.redaction_quick import QuickCheck
 from sftrace._record.redaction_rules import RUN_CHARACTERS, Rule
 
 MARKER_PREFIX = "[REDACTED:"
@@ -187,9 +188,15 @@ class Scanner:
     """
 
     def __init__(
-        self, rules: Sequence[Rule], *, key_needles: Sequence[str] = (), keep: int = 64
+        self,
+        rules: Sequence[Rule],
+        *,
+        key_needles: Sequence[str] = (),
+        key_names: Sequence[str] = (),
+        keep: int = 64,
     ) -> None:
         self.rules = tuple(rules)
+        self._quick = QuickCheck(self.rules, key_names)
         self._keep = keep
         for rule in self.rules:
             for keyword in (*rule.keywords, *(key.lower() for key in rule.inside)):
@@ -339,6 +346,8 @@ class Scanner:
     def survey(self, json_text: str) -> Survey | None:
         """What in a JSON text might be redacted; None when no rule can match any of its
         strings and no member name holds a key needle (the value needs no walk)."""
+        if self._quick.clear(json_text):
+            return None
         if "\\u" in json_text or "\\/" in json_text:
             return EVERYTHING
         classes = run_classes(json_text)

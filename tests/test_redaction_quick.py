@@ -1,0 +1,252 @@
+"""The quick check of JSON texts against the plain path: it never clears a value that
+the rules, applied one after another to every string, or the sensitive key names would
+change. Generated values are near-secrets: keywords followed by secret-like runs,
+secrets inside base64 blobs, runs of 39 to 41 characters, key names spelled every way."""
+
+from __future__ import annotations
+
+import json
+import string
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sftrace import Redactor
+from sftrace._record.redaction import is_marker
+from sftrace._record.redaction_rules import BUILTIN_KEYS, RUN_CHARACTERS, key_words
+from sftrace._record.redaction_scan import redact_plain, replacer
+
+_DEFAULT = Redactor()
+_REDACTORS = {
+    "default": _DEFAULT,
+    "keys": Redactor(keys=["card number", "2fa code", "x-internal-ref"]),
+    "no_key_rule": Redactor(disable=["sensitive_key"]),
+}
+
+
+def _plain_changes(redactor: Redactor, value: Any) -> bool:
+    """Whether the plain path changes anything: a rule's sub() on a string (member names
+    too), or a sensitive member name with something under it."""
+    rules = redactor.rules
+    replacers = [replacer(rule) for rule in rules]
+
+    def changes(text: str) -> bool:
+        return not is_marker(text) and redact_plain(rules, text, "$", [], replacers) != text
+
+    if isinstance(value, str):
+        return changes(value)
+    if isinstance(value, list):
+        return any(_plain_changes(redactor, item) for item in value)
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if changes(name) or _plain_changes(redactor, item):
+                return True
+            if redactor.sensitive_key(name) and item not in (None, "", [], {}, True, False):
+                return True
+    return False
+
+
+# --- near-secrets ------------------------------------------------------------------------
+
+_KEYWORDS = sorted(
+    {k for rule in _DEFAULT.rules for k in rule.keywords}
+    | {literal for rule in _DEFAULT.rules for literal in rule.inside}
+    | {"sk-ant-api03-", "sk-proj-", "github_pat_", "xoxb-", "SG.", "AKIA", "eyJ", "--password"}
+)
+_SEPARATORS = st.sampled_from(["", " ", "\t", "  ", ":", "=", " = ", '":"', '": "', "'", "_", "-"])
+_TOKEN = string.ascii_letters + string.digits + "_-"
+
+
+def _run(alphabet: str, min_size: int = 0, max_size: int = 48) -> st.SearchStrategy[str]:
+    return st.text(st.sampled_from(alphabet), min_size=min_size, max_size=max_size)
+
+
+def _case(text: str, flips: list[bool]) -> str:
+    flips = (flips + [False] * len(text))[: len(text)]
+    return "".join(c.swapcase() if flip else c for c, flip in zip(text, flips, strict=True))
+
+
+_KEYWORD = st.builds(
+    _case, st.sampled_from(_KEYWORDS), st.lists(st.booleans(), max_size=12)
+) | st.sampled_from(_KEYWORDS)
+_NEAR = st.builds(
+    lambda keyword, sep, run: keyword + sep + run,
+    _KEYWORD,
+    _SEPARATORS,
+    _run(_TOKEN) | _run(RUN_CHARACTERS) | _run(string.digits + "abcdef"),
+)
+_EXAMPLES = st.sampled_from([e for rule in _DEFAULT.rules for e in rule.examples])
+_SHAPES = st.builds(
+    lambda run, before, after: before + run + after,
+    _run(string.ascii_letters + string.digits + "/+", 39, 41)
+    | _run(string.digits + "abcdef", 39, 41),
+    st.sampled_from(["", " ", "\n", "\t", "\\", "=", '"', "x"]),
+    st.sampled_from(["", " ", "\n", "=", "==", "\\", "/"]),
+)
+_BLOBS = st.builds(
+    lambda head, inner, tail: head + inner + tail,
+    _run(RUN_CHARACTERS, 0, 300),
+    _NEAR | _EXAMPLES | _SHAPES,
+    _run(RUN_CHARACTERS + "=", 0, 300),
+)
+_FILLER = st.sampled_from(["the agent", " ", "\n", "\t", ";", "&", "?", "/", ".", ",", "é"])
+_TEXT = st.lists(
+    st.one_of(_NEAR, _EXAMPLES, _SHAPES, _BLOBS, _FILLER, st.text(max_size=6)), max_size=5
+).map("".join)
+
+
+def _spellings(name: str, style: int, number: str, separator: str) -> str:
+    words = key_words(name)
+    if style == 0:
+        joined = separator.join(words)
+    elif style == 1:
+        joined = words[0] + "".join(w.capitalize() for w in words[1:])
+    elif style == 2:
+        joined = separator.join(words).upper()
+    else:  # a word cut in two: a_pi_key
+        glued = "".join(words)
+        joined = glued[:1] + separator + glued[1:]
+    return joined + number
+
+
+_KEY_NAMES = st.builds(
+    _spellings,
+    st.sampled_from([*BUILTIN_KEYS, "card number", "2fa code", "prompt tokens", "spin"]),
+    st.integers(0, 3),
+    st.sampled_from(["", "2", "_2", "-10", "_12345", "s"]),
+    st.sampled_from(["_", "-", " ", "__", ".", "\n", "\t", "", "é"]),
+)
+_JSON = st.recursive(
+    st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), _TEXT),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(_KEY_NAMES | _TEXT, children, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+def _texts(value: Any) -> list[str]:
+    """The value's JSON as sftrace writes it, and as other writers do."""
+    return [
+        orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode(),
+        json.dumps(value),
+        json.dumps(value, ensure_ascii=False, indent=1),
+    ]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_JSON, which=st.sampled_from(sorted(_REDACTORS)))
+def test_quick_check_never_clears_what_the_plain_path_redacts(value: Any, which: str) -> None:
+    """Near-secrets in values and member names: where the plain rule-by-rule path would
+    change something, the quick check does not clear the text; and the result of
+    redact_json is the plain walk's."""
+    redactor = _REDACTORS[which]
+    changes = _plain_changes(redactor, value)
+    expected, _ = redactor.redact(value)
+    for text in _texts(value):
+        quick = redactor._scanner._quick.clear(text)
+        assert not (changes and quick), text
+        redacted, found = redactor.redact_json(text)
+        if quick:
+            assert (redacted, found) == (text, [])
+        assert orjson.loads(redacted) == expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=_KEY_NAMES,
+    before=st.sampled_from(["", "x", "the ", "my-"]),
+    which=st.sampled_from(sorted(_REDACTORS)),
+)
+def test_quick_check_on_member_names(name: str, before: str, which: str) -> None:
+    """Key names in every spelling (cut words, numbers, escapes, upper case) as member
+    names and as "name: value" text: never cleared where the plain path redacts."""
+    redactor = _REDACTORS[which]
+    for value in ({before + name: "v4lue"}, {"note": f"{before}{name}: v4lue"}):
+        changes = _plain_changes(redactor, value)
+        for text in _texts(value):
+            if changes:
+                assert not redactor._scanner._quick.clear(text), text
+
+
+@pytest.mark.parametrize("key", BUILTIN_KEYS)
+def test_quick_check_on_every_cut_of_every_key_name(key: str) -> None:
+    """Every built-in key name cut anywhere (``a_pi_key``, ``clie-ntSecret``), with a
+    number or an escape after it: never cleared when the name is sensitive."""
+    glued = "".join(key_words(key))
+    for cut in range(len(glued) + 1):
+        for separator in ("_", "-", "\n", "\t", "\\", "é"):
+            for number in ("", "2", "_12"):
+                name = glued[:cut] + separator + glued[cut:] + number
+                for value in ({name: "v4lue"}, {name.upper(): 1}):
+                    if not _plain_changes(_DEFAULT, value):
+                        continue
+                    for text in _texts(value):
+                        assert not _DEFAULT._scanner._quick.clear(text), text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shaped=_SHAPES, around=st.sampled_from(["", " ", "\n", "key: ", "é"]))
+def test_quick_check_on_shaped_runs(shaped: str, around: str) -> None:
+    """Runs of 39 to 41 characters after and before escapes, '=' and '/': never cleared
+    where the plain path redacts."""
+    for value in ({"v": around + shaped}, {"v": shaped + around}, [shaped]):
+        if _plain_changes(_DEFAULT, value):
+            for text in _texts(value):
+                assert not _DEFAULT._scanner._quick.clear(text), text
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_TEXT)
+def test_quick_check_on_strings_agrees_with_each_rule(text: str) -> None:
+    """A string the quick check clears (as a JSON value, or a member name) is one that no
+    rule changes."""
+    plain = redact_plain(_DEFAULT.rules, text, "$", [], [replacer(r) for r in _DEFAULT.rules])
+    for value in ({"v": text}, [text], {text: 1}):
+        json_text = orjson.dumps(value).decode()
+        if _DEFAULT._scanner._quick.clear(json_text):
+            assert plain == text, json_text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a_pi_key":"x"}',
+        '{"api\\nkey":"x"}',
+        '{"Client-Secret_2":"x"}',
+        '{"note":"password\\t: hunter2"}',
+        '{"note":"x\\npassword = hunter2"}',
+        '{"note":"PASSWORD\\\\\\": \\"x\\""}',
+        '{"password\\\\2":"x"}',
+        '{"password\\t2":"x"}',
+        '{"session__ID":"x"}',
+        '{"k":"https://hooks.slack.com/services/T0/B0/abcdefghijklmnop"}',
+        '{"k":"sig=abcdefghijklmnop0123"}',
+        '{"k":"\\nwJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}',
+        '{"k":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\\n"}',
+        '{"k":"mysql -u root -pS3cret app"}',
+        '{"k":"xoxb-123456789012-abcdefghij"}',
+    ],
+)
+def test_quick_check_leaves_near_misses_to_the_survey(text: str) -> None:
+    """Names cut or spelled oddly, escapes around a name or a shaped run: not cleared."""
+    assert not _DEFAULT._scanner._quick.clear(text)
+    assert _DEFAULT.redact_json(text)[1], text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"prompt_tokens":12,"max_tokens":100}',
+        '{"source":"result = self.client.fetch(url, timeout=30)\\n"}',
+        '{"sha256":"' + "ab" * 32 + '","id":"' + "0f" * 20 + '"}',
+        '{"text":"The bearer of news (no digits here)."}',
+    ],
+)
+def test_quick_check_clears_look_alikes(text: str) -> None:
+    """What follows a keyword decides: prompt_tokens, client.fetch, a bearer of no token."""
+    assert _DEFAULT._scanner._quick.clear(text)
