@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from sftrace import Redactor
 from sftrace._record.redaction import is_marker
+from sftrace._record.redaction_apply import redact_plain, replacer
 from sftrace._record.redaction_rules import BUILTIN_KEYS, RUN_CHARACTERS, key_words
-from sftrace._record.redaction_scan import redact_plain, replacer
 
 _DEFAULT = Redactor()
 _REDACTORS = {

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 import secret_corpus as corpus
 from sftrace import Redactor
 from sftrace._record.redaction import KnownSecrets
+from sftrace._record.redaction_apply import redact_plain, replacer
 from sftrace._record.redaction_rules import RUN_CHARACTERS, Rule
-from sftrace._record.redaction_scan import fold, redact_plain, replacer
+from sftrace._record.redaction_scan import fold
 
 _REDACTOR = Redactor()
 _RULES = _REDACTOR.rules

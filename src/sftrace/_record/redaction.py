@@ -39,7 +39,16 @@ from sftrace._errors import ConfigError
 from sftrace._internal import internal_error
 from sftrace._model.jsonpath import child as child_path
 from sftrace._model.jsonpath import format_path
+from sftrace._record.redaction_apply import (
+    MARKER_PREFIX,
+    Redaction,
+    marker,
+    note,
+    redact_plain,
+    replacer,
+)
 from sftrace._record.redaction_fragments import redact_chunks
+from sftrace._record.redaction_known import KnownSecrets, is_marker
 from sftrace._record.redaction_rules import (
     ASSIGNMENT,
     BUILTIN_KEYS,
@@ -53,17 +62,7 @@ from sftrace._record.redaction_rules import (
     key_words,
     user_rules,
 )
-from sftrace._record.redaction_scan import (
-    EVERYTHING,
-    MARKER_PREFIX,
-    Redaction,
-    Scanner,
-    Survey,
-    marker,
-    note,
-    redact_plain,
-    replacer,
-)
+from sftrace._record.redaction_scan import EVERYTHING, Scanner, Survey
 
 __all__ = [
     "BUILTIN_RULES",
@@ -90,10 +89,6 @@ RedactionCallback = Callable[[str, Any], "str | bool | None"]
 BUILTIN_RULES: Final[tuple[str, ...]] = (KEY_RULE, KNOWN_RULE, *BUILTIN_PATTERN_NAMES)
 
 
-def is_marker(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith(MARKER_PREFIX) and value.endswith("]")
-
-
 @dataclass(slots=True)
 class _Pass:
     """One redaction pass: what it found, and the run's known secrets."""
@@ -102,54 +97,6 @@ class _Pass:
     known: KnownSecrets | None
     learned: bool = False
     survey: Survey | None = None  # what the JSON text holds (strings are scanned for it)
-
-
-class KnownSecrets:
-    """Secrets a run has seen under sensitive keys, redacted wherever they show up again.
-
-    A password passed as ``login(password=...)`` is redacted by its key; if the agent
-    later puts the same string in an error message or another tool's input, no key
-    gives it away, but the run remembers it. Every string and number under a sensitive
-    key counts, whatever characters it holds. Kept in memory only, for one run.
-    """
-
-    MAX = 256
-    MIN_LENGTH = 6
-
-    __slots__ = ("_escaped", "_lock", "_values")
-
-    def __init__(self) -> None:
-        self._values: tuple[str, ...] = ()
-        self._escaped: tuple[str, ...] = ()  # as each value shows in JSON text
-        self._lock = threading.Lock()
-
-    def add(self, value: str | int | float) -> bool:
-        """Remember ``value``; True when it was not known yet."""
-        text = value if isinstance(value, str) else orjson.dumps(value).decode()
-        if len(text) < self.MIN_LENGTH or is_marker(text):
-            return False
-        # As it is, and as its repr() shows it (an error message quoting it with !r).
-        forms = {text, repr(text)[1:-1]}
-        with self._lock:
-            if text in self._values or len(self._values) >= self.MAX:
-                return False
-            # Longest first: a secret containing another is replaced whole.
-            values = tuple(sorted({*self._values, *forms}, key=len, reverse=True))
-            self._escaped = tuple(orjson.dumps(v).decode()[1:-1] for v in values)
-            self._values = values
-            return True
-
-    def values(self) -> tuple[str, ...]:
-        return self._values  # an immutable snapshot
-
-    def found_in(self, text: str) -> bool:
-        return any(secret in text for secret in self._values)
-
-    def found_in_json(self, json_text: str) -> bool:
-        return any(secret in json_text for secret in self._escaped)
-
-    def __len__(self) -> int:
-        return len(self._values)
 
 
 class Redactor:

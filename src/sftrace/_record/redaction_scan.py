@@ -27,38 +27,19 @@ from __future__ import annotations
 
 import bisect
 import os
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from sftrace._record.redaction_apply import (
+    Redaction,
+    Replace,
+    note,
+    redact_plain,
+    substitute_at,
+)
 from sftrace._record.redaction_quick import QuickCheck
 from sftrace._record.redaction_rules import RUN_CHARACTERS, Rule
-
-MARKER_PREFIX = "[REDACTED:"
-
-
-def marker(rule: str) -> str:
-    """The text that replaces a redacted value."""
-    return f"{MARKER_PREFIX}{rule}]"
-
-
-@dataclass(frozen=True, slots=True)
-class Redaction:
-    """Where a value was redacted (its JSON path, ``$`` for a whole text) and by which rule."""
-
-    path: str
-    rule: str
-
-    def record(self, field: str, **extra: object) -> dict[str, object]:
-        """The JSON object stored on spans: field, path and rule (never the value)."""
-        return {"field": field, "path": self.path, "rule": self.rule, **extra}
-
-
-def note(found: list[Redaction], redaction: Redaction) -> None:
-    if redaction not in found:
-        found.append(redaction)
-
 
 # Characters that regular expressions match case-insensitively to an ASCII letter but
 # that str.lower() leaves alone (U+0130, which lowers to two characters, is handled by
@@ -121,9 +102,6 @@ def shape_runs(classes: bytes, length: int, json_text: str | None = None) -> lis
             starts.append(at)
         at = classes.find(needle, end)
     return starts
-
-
-Replace = Callable[[re.Match[str]], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,7 +377,7 @@ class Scanner:
             starts = hits.get(index)
             if not starts:
                 continue
-            redacted = _substitute_at(rule, text, starts, replacers[index])
+            redacted = substitute_at(rule, text, starts, replacers[index])
             if redacted is not text:
                 text = redacted
                 note(found, Redaction(path, rule.name))
@@ -523,65 +501,3 @@ def _check_keyword(rule: Rule, keyword: str) -> None:
         raise ValueError(f"rule {rule.name!r}: keyword {keyword!r} has a character JSON escapes")
     if len(keyword) >= HEAD and not set(keyword) <= set(RUN_CHARACTERS.lower()):
         raise ValueError(f"rule {rule.name!r}: keyword {keyword!r} must be shorter than {HEAD}")
-
-
-def _substitute_at(rule: Rule, text: str, starts: list[int], replace: Replace) -> str:
-    """``rule.find.sub(replace, text)``, trying only the positions ``starts``."""
-    match = rule.find.match
-    pieces: list[str] = []
-    last = 0
-    changed = False
-    for start in starts:
-        if start < last:
-            continue
-        found = match(text, start)
-        if found is None:
-            continue
-        replacement = replace(found)
-        if replacement != found.group(0):
-            changed = True
-        pieces.append(text[last:start])
-        pieces.append(replacement)
-        last = found.end()
-    if not changed:
-        return text
-    pieces.append(text[last:])
-    return "".join(pieces)
-
-
-def redact_plain(
-    rules: Sequence[Rule],
-    text: str,
-    path: str,
-    found: list[Redaction],
-    replacers: Sequence[Replace],
-) -> str:
-    """The reference path: each rule's ``sub`` over the whole text, one after another."""
-    for rule, replace in zip(rules, replacers, strict=True):
-        redacted = rule.find.sub(replace, text)
-        if redacted != text:
-            text = redacted
-            note(found, Redaction(path, rule.name))
-    return text
-
-
-def replacer(rule: Rule) -> Replace:
-    """What a match of ``rule`` becomes: its ``secret`` group (or all of it) replaced."""
-    replacement = marker(rule.name)
-    has_secret = "secret" in rule.find.groupindex
-    check = rule.check
-
-    def replace(match: re.Match[str]) -> str:
-        if has_secret and match.group("secret") is not None:
-            # Keep what surrounds the secret ("Bearer ", "user:...@"): replace the group.
-            if check is not None and not check(match.group("secret")):
-                return match.group(0)
-            offset = match.start()
-            start, end = match.span("secret")
-            whole = match.group(0)
-            return whole[: start - offset] + replacement + whole[end - offset :]
-        if check is not None and not check(match.group(0)):
-            return match.group(0)
-        return replacement
-
-    return replace
