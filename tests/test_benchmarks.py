@@ -15,7 +15,8 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
 @pytest.mark.slow
 @pytest.mark.otlp
 def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
-    """bench.py on tiny runs reports items 1-9, checks each target and drops no span."""
+    """bench.py on tiny runs reports items 1-10 and the payload mix, checks each target,
+    drops no span."""
     out = tmp_path / "results.json"
     result = subprocess.run(
         [
@@ -43,11 +44,15 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
     names = [row["name"] for row in report["table"]]
     for item in range(1, 11):
         assert any(name.startswith(f"{item}. ") for name in names), (item, names)
+    assert any(name.startswith("4m. ") for name in names), names  # the payload mix
     assert "error" not in report["otlp"], report["otlp"]
     assert report["otlp"]["dropped"] == 0
     expected_checks = {
         "passthrough_overhead_ns",
-        "record_vs_bare@40",
+        "record_vs_journal@40",
+        "record_mix_vs_journal@40",
+        "record_mix_flat",
+        "replay_strict_vs_bare@40",
         "record_flat",
         "record_llm_flat",
         "replay_strict_flat",
