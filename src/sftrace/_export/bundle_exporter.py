@@ -146,7 +146,10 @@ class BundleSpanExporter(SpanExporter):
                 if self._directory is None or A.KIND not in attributes:
                     return
                 run = self._open_unregistered(trace_id)
-            line = orjson.dumps(encode_span(span, _DROPPED, attributes=attributes))
+            line = orjson.dumps(
+                encode_span(span, _DROPPED, attributes=attributes),
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
             seq = attributes.get(A.SEQ)
             run.writer.append(line, span.start_time or 0, seq if isinstance(seq, int) else None)
             run.totals.add(attributes)

@@ -219,7 +219,8 @@ def dumps(
     """
     options = _OPTIONS if sort_keys else _UNSORTED_OPTIONS
     try:
-        return orjson.dumps(value, default=_make_default(serializer), option=options).decode()
+        default = _builtin_default if serializer is None else _make_default(serializer)
+        return orjson.dumps(value, default=default, option=options).decode()
     except Exception:
         # Slow path, only on failure: walk the value to name the offending path.
         converted = to_json(value, serializer=serializer, what=what)

@@ -231,11 +231,10 @@ class BoundaryCall:
             self.run.note_redactions(self.seq, records)
 
     def _set_output(self, output_json: str) -> None:
-        self.span.set_attributes(
-            {A.OUTPUT: output_json, A.OUTPUT_SHA256: payload_digest(output_json)}
-        )
+        attributes = {A.OUTPUT: output_json, A.OUTPUT_SHA256: payload_digest(output_json)}
         if self.spec.kind == A.KIND_TOOL:
-            self.span.set_attribute(A.GEN_AI_TOOL_CALL_RESULT, output_json)
+            attributes[A.GEN_AI_TOOL_CALL_RESULT] = output_json
+        self.span.set_attributes(attributes)  # one call: the span's lock is taken once
 
     def _refuse_unrecorded(self, recorded: Call) -> None:
         """Raise when ``recorded``'s result could not be recorded: nothing to answer with."""

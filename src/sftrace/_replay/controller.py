@@ -92,8 +92,12 @@ class ReplayController:
             for tier in self.tiers:
                 index_of: dict[tuple[Identity, str], deque[int]] = defaultdict(deque)
                 for index, call in enumerate(calls):
-                    key = self._key(tier, call_identity(call), call.input, call.input_json)
-                    index_of[(call_identity(call), key)].append(index)
+                    identity = call_identity(call)
+                    if tier == "exact":  # the text: no input is parsed
+                        key = call.input_json
+                    else:
+                        key = self._key(tier, identity, call.input, call.input_json)
+                    index_of[(identity, key)].append(index)
                 self._by_key[tier] = index_of
 
     # -- the processor stores decisions by span id; the interceptor takes them ------------
@@ -207,24 +211,33 @@ class ReplayController:
             value = strip(value, self.options.ignored_paths(*identity))
         return content_key(value)
 
-    def _tier_of(self, recorded: Call, reached: Reached, reached_input: Any) -> MatchTier | None:
+    def _tier_of(
+        self, recorded: Call, reached: Reached, reached_input: _Parsed
+    ) -> MatchTier | None:
         """The first tier at which ``reached`` matches ``recorded``, if any."""
         identity = call_identity(reached)
         if call_identity(recorded) != identity:
             return None
         for tier in self.tiers:
+            if tier == "exact":  # the texts: neither input needs parsing
+                if recorded.input_json == reached.input_json:
+                    return tier
+                continue
             want = self._key(tier, identity, recorded.input, recorded.input_json)
-            if want == self._key(tier, identity, reached_input, reached.input_json):
+            if want == self._key(tier, identity, reached_input.value, reached.input_json):
                 return tier
         return None
 
     def _find(self, number: int, reached: Reached) -> tuple[int, MatchTier]:
         """The recorded call ``reached`` matches and the tier it matched at, or raise."""
-        reached_input = loads(reached.input_json)
+        reached_input = _Parsed(reached.input_json)
         if self.match is MatchMode.UNORDERED:
             identity = call_identity(reached)
             for tier in self.tiers:  # the tier decides before the position
-                key = self._key(tier, identity, reached_input, reached.input_json)
+                if tier == "exact":
+                    key = reached.input_json
+                else:
+                    key = self._key(tier, identity, reached_input.value, reached.input_json)
                 queue = self._by_key[tier].get((identity, key))
                 while queue:
                     index = queue.popleft()
@@ -361,6 +374,22 @@ class ReplayController:
                 Action.RAISE, recorded, rebuild_exception(recorded.error), recorded_failure=True
             )
         return Decision(Action.RETURN, recorded)
+
+
+class _Parsed:
+    """A reached input, parsed when a tier first needs the value (exact needs the text)."""
+
+    __slots__ = ("_value", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._value: Any = _Parsed
+
+    @property
+    def value(self) -> Any:
+        if self._value is _Parsed:
+            self._value = loads(self.text)
+        return self._value
 
 
 def unrecorded_call(reached: Reached) -> Call:
