@@ -164,7 +164,7 @@ class JournalExporter(SpanExporter):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = open(path, "wb", buffering=0)  # noqa: SIM115
+        self._file = open(path, "w+b", buffering=0)  # noqa: SIM115
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         for span in spans:
@@ -174,6 +174,29 @@ class JournalExporter(SpanExporter):
     def truncate(self) -> None:
         self._file.seek(0)
         self._file.truncate()
+
+    def finish(self, target: Path) -> str:
+        """Finish the journal as a bundle's spans file must be: the lines in call order
+        (the root span, written last, goes first), the file's sha256, fsynced.
+
+        The least any writer of the bundle format does at the end of a run (2d): one
+        ordered copy and one digest of everything written.
+        """
+        size = self._file.tell()
+        fd = self._file.fileno()
+        root = os.pread(fd, min(size, 1 << 20), max(0, size - (1 << 20)))
+        root = root[root.rfind(b"\n", 0, len(root) - 1) + 1 :]
+        digest = hashlib.sha256(root)
+        with open(target, "wb", buffering=0) as out:
+            out.write(root)
+            offset, end = 0, size - len(root)
+            while offset < end:
+                chunk = os.pread(fd, min(end - offset, 4 << 20), offset)
+                digest.update(chunk)
+                out.write(chunk)
+                offset += len(chunk)
+            os.fsync(out.fileno())
+        return digest.hexdigest()
 
     def shutdown(self) -> None:
         self._file.close()
@@ -319,6 +342,18 @@ class Bench:
         reps = reps or max(1, self.min_calls // n)
         self.samples.add(name, timed(lambda: [run(i) for i in range(reps)]) / (n * reps))
 
+    def bundle_floor(self, func: Callable[..., Any], args: Any) -> Callable[[int], None]:
+        """Row 2d: a run of 2c's spans, its journal then finished as a bundle's spans file."""
+        target = self.workdir / "bundle-floor.jsonl"
+
+        def run(_: int) -> None:
+            self.journal.truncate()
+            with self.journal_tracer.start_as_current_span("invoke_agent bench"):
+                call_tool(func, args)
+            self.journal.finish(target)
+
+        return run
+
     def _round_at(self, n: int) -> None:
         args, requests = self.tool_args[n], self.llm_args[n]
         tracer = self.tracer
@@ -340,6 +375,7 @@ class Bench:
         self._sample(f"bare_attributes@{n}", n, under_root(tracer, self.attributes_search))
         self._sample(f"bare_journal@{n}", n, under_root(self.journal_tracer, self.journal_search))
         self.journal.truncate()
+        self._sample(f"bare_bundle@{n}", n, self.bundle_floor(self.journal_search, args))
         self._sample(f"bare_llm@{n}", n, bare_llm_run)
 
         paths = [self._path("tool") for _ in range(reps)]
@@ -542,6 +578,7 @@ def machine() -> dict[str, Any]:
 RECORD_TARGET = 1.15  # a recorded tool call against the durable floor (2c)
 REPLAY_TARGET = 1.5  # frozen replay against the bare span
 STEPFORK_REPLAY_TARGET = 3  # stepfork 0.2.1's frozen replay against sftrace's
+FLOOR_MARGIN = 1.1  # where a target is out of reach: within 10% of the measured floor
 
 
 @dataclass
@@ -580,6 +617,27 @@ def mix_rows(
                 "2m",
                 RECORD_TARGET,
                 f"record_mix_vs_journal@{n}",
+            )
+        )
+    rows.append(
+        compared(
+            f"   2m. ... finished as a bundle (2d), per call @ {last:,}",
+            f"mix_bundle@{last}",
+            f"mix_journal@{last}",
+            "2m",
+            None,
+            "floor_mix_bundle",
+        )
+    )
+    for n in lengths:
+        rows.append(
+            compared(
+                f"   ... against 2d (the bundle floor) @ {n:,}",
+                f"mix@{n}",
+                f"mix_bundle@{n}",
+                "2d",
+                FLOOR_MARGIN,
+                f"record_mix_vs_bundle_floor@{n}",
             )
         )
     rows.append(flat("payload mix recording", "mix", "record_mix_flat"))
@@ -663,6 +721,16 @@ def build_report(
             "floor_journal",
         )
     )
+    rows.append(
+        compared(
+            "   2d. + finished as a bundle (ordered copy, its sha256, fsync)",
+            f"bare_bundle@{last}",
+            f"bare@{last}",
+            "bare",
+            None,
+            "floor_bundle",
+        )
+    )
     over = passthrough - floor
     rows.append(
         Row(
@@ -696,6 +764,27 @@ def build_report(
                 f"record_vs_bare@{n}",
             )
         )
+    for n in lengths:
+        rows.append(
+            compared(
+                f"   ... against 2d (the bundle floor) @ {n:,}",
+                f"record@{n}",
+                f"bare_bundle@{n}",
+                "2d",
+                FLOOR_MARGIN,
+                f"record_vs_bundle_floor@{n}",
+            )
+        )
+    rows.append(
+        compared(
+            f"   ... with redaction off @ {last:,}",
+            f"record_noredact@{last}",
+            f"bare_journal@{last}",
+            "2c",
+            None,
+            "record_noredact_vs_journal",
+        )
+    )
     rows.append(flat("recording", "record", "record_flat"))
     if f"mix@{last}" in s.values:
         rows.extend(mix_rows(s, lengths, compared, flat))

@@ -70,6 +70,7 @@ def sample_round(bench: Bench, n: int) -> None:
 
     bench._sample(f"mix_journal@{n}", n, journal_run, reps)
     bench.journal.truncate()
+    bench._sample(f"mix_bundle@{n}", n, bench.bundle_floor(floor, args), reps)
     bench._sample(f"mix@{n}", n, record_run, reps)
     for path in paths:
         shutil.rmtree(path)
