@@ -17,7 +17,8 @@ def test_importing_sftrace_and_its_integrations_package_imports_no_sdk() -> None
     """The SDKs are loaded only by the integration module the user imports."""
     code = (
         "import sys, sftrace, sftrace.integrations\n"
-        "sdks = {'openai', 'anthropic', 'langchain_core', 'langgraph', 'httpx', 'httpx2'}\n"
+        "sdks = {'openai', 'anthropic', 'langchain_core', 'langgraph', 'httpx', 'httpx2',\n"
+        "        'mcp', 'agents'}\n"
         "print(sorted(sdks & set(sys.modules)))\n"
     )
     result = subprocess.run(

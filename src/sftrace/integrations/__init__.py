@@ -10,6 +10,8 @@ optional extra:
   ``messages.create`` and ``messages.stream`` of ``Anthropic``/``AsyncAnthropic``.
 - :mod:`sftrace.integrations.langchain` (``pip install "sftrace[langchain]"``): any
   LangChain chat model and tool, hence LangGraph agents.
+- :mod:`sftrace.integrations.mcp` (``pip install "sftrace[mcp]"``): ``mcp.Client`` and
+  ``mcp.ClientSession`` calls to MCP servers (tools, resources, prompts).
 
 Importing ``sftrace`` or this package imports none of these SDKs. What is recorded and
 compared is described in ``docs/integrations.md``.

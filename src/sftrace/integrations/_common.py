@@ -127,10 +127,15 @@ def request_json(kwargs: Mapping[str, Any], options: Options, *, what: str) -> s
         and not (key == "stream" and value is False)
         and not (key == "extra_body" and value is None)
     }
+    return input_json(request, options, what=what)
+
+
+def input_json(value: Any, options: Options, *, what: str) -> str:
+    """The canonical JSON of a call's input, minus the configured ``ignore_fields``."""
     if not options.ignore:
-        return dumps(request, serializer=type_serializer, what=what)
-    value = to_json(request, serializer=type_serializer, what=what)
-    return canonical(strip(value, options.ignore))
+        return dumps(value, serializer=type_serializer, what=what)
+    converted = to_json(value, serializer=type_serializer, what=what)
+    return canonical(strip(converted, options.ignore))
 
 
 def summary(model: Any, usage: Any) -> dict[str, Any]:
