@@ -12,6 +12,8 @@ optional extra:
   LangChain chat model and tool, hence LangGraph agents.
 - :mod:`sftrace.integrations.mcp` (``pip install "sftrace[mcp]"``): ``mcp.Client`` and
   ``mcp.ClientSession`` calls to MCP servers (tools, resources, prompts).
+- :mod:`sftrace.integrations.openai_agents` (``pip install "sftrace[openai-agents]"``):
+  runs of OpenAI Agents SDK agents (model calls, function tools, handoffs).
 
 Importing ``sftrace`` or this package imports none of these SDKs. What is recorded and
 compared is described in ``docs/integrations.md``.
