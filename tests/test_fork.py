@@ -294,3 +294,21 @@ def test_the_replay_page_marks_the_fork_point_overridden(bundle: Path) -> None:
     page = render_html(result)
     assert '"act":"overridden"' in page
     assert ".b-overridden" in page
+
+
+def test_an_override_is_redacted_in_the_saved_fork_but_reaches_the_agent_as_given(
+    tmp_path: Path,
+) -> None:
+    """The override was never recorded, so it is redacted like a result produced now."""
+    from secret_corpus import OPENAI
+
+    def agent() -> Any:
+        return agents.ask("which key?")["text"]
+
+    path = recorded(tmp_path / "one.sftrace", agent)
+    saved = tmp_path / "forked.sftrace"
+    result = fork(path, agent, at=1, override={"text": f"use {OPENAI.text}"}, save=saved)
+    assert result.return_value == f"use {OPENAI.text}"
+    stored = b"".join(p.read_bytes() for p in saved.rglob("*") if p.is_file())
+    assert OPENAI.text.encode() not in stored
+    assert load_bundle(saved).calls[0].attributes.get("sftrace.redactions")

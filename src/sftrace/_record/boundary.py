@@ -193,12 +193,15 @@ class BoundaryCall:
         """Record the recorded result a replay answers with; return its JSON text.
 
         It was redacted when it was recorded, so it is not scanned again: its redaction
-        records, and an LLM call's usage and response model, come from the recording.
+        records, and an LLM call's usage and response model, come from the recording. An
+        answer that was never recorded (``Decision.fresh``: a fork's override) is redacted
+        now; the caller still gets it as given, as a recorded call's caller does.
         """
         self._refuse_unrecorded(recorded)
         output_json = recorded.output_json or "null"
         attributes = recorded.attributes
-        self._set_output(output_json)
+        fresh = self.decision is not None and self.decision.fresh
+        self._set_output(self._redacted_output(output_json) if fresh else output_json)
         if self.spec.kind == A.KIND_LLM:
             self.span.set_attributes(
                 {key: attributes[key] for key in _RESPONSE_ATTRIBUTES if key in attributes}

@@ -30,12 +30,15 @@ class Action(Enum):
 @dataclass(slots=True)
 class Decision:
     """What a boundary does. ``recorded_failure``: ``error`` is the recorded call's own
-    exception raised again (the recording answered), not the replay refusing the call."""
+    exception raised again (the recording answered), not the replay refusing the call.
+    ``fresh``: ``recorded``'s output was never recorded (a fork's override), so it is
+    redacted like a result produced now before the span holds it."""
 
     action: Action
     recorded: Call | None = None
     error: BaseException | None = None
     recorded_failure: bool = False
+    fresh: bool = False
 
 
 @dataclass(frozen=True, slots=True)

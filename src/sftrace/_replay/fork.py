@@ -230,7 +230,7 @@ class ForkController(ReplayController):
             return Decision(Action.EXECUTE, recorded)
         self._cover(index)  # its body does not run: the calls recorded inside it are not made
         self.matched.append(MatchedCall(number, recorded, "overridden", tier, diffs))
-        return Decision(Action.RETURN, _overridden(recorded, self.plan.override_json))
+        return Decision(Action.RETURN, _overridden(recorded, self.plan.override_json), fresh=True)
 
 
 def _overridden(recorded: Call, output_json: str) -> Call:
