@@ -312,3 +312,26 @@ def test_an_override_is_redacted_in_the_saved_fork_but_reaches_the_agent_as_give
     stored = b"".join(p.read_bytes() for p in saved.rglob("*") if p.is_file())
     assert OPENAI.text.encode() not in stored
     assert load_bundle(saved).calls[0].attributes.get("sftrace.redactions")
+
+
+@pytest.mark.parametrize(
+    ("prompt", "tier", "paths"),
+    [
+        ("pick from ['TP1', 'FR2']  ", "normalized", ["$.prompt"]),  # whitespace only
+        ("choose one", None, ["$.prompt"]),  # matches at no tier: forked all the same
+    ],
+)
+def test_the_fork_point_may_be_reached_with_another_input(
+    bundle: Path, prompt: str, tier: str | None, paths: list[str]
+) -> None:
+    """The fork point is a position: its input may differ; the tier and paths say how."""
+
+    def reworded() -> Any:
+        agents.search_flights("Lisbon")
+        return agents.ask(prompt)["text"]
+
+    result = fork(bundle, reworded, at=2, override={"text": "forked"})
+    assert result.return_value == "forked"
+    point = result.matched[1]
+    assert (point.action, point.tier) == ("overridden", tier)
+    assert [path for path, _, _ in point.differences] == paths

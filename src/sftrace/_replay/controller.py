@@ -228,6 +228,16 @@ class ReplayController:
                 return tier
         return None
 
+    def input_match(
+        self, recorded: Call, reached: Reached
+    ) -> tuple[MatchTier | None, tuple[tuple[str, Any, Any], ...]]:
+        """How ``reached``'s input matches ``recorded``'s: the first tier it matches at
+        (None: none) and, past ``exact``, where they differ as (path, recorded, reached)."""
+        tier = self._tier_of(recorded, reached, _Parsed(reached.input_json))
+        if tier == "exact":
+            return tier, ()
+        return tier, tuple(differences(recorded.input, loads(reached.input_json)))
+
     def _find(self, number: int, reached: Reached) -> tuple[int, MatchTier]:
         """The recorded call ``reached`` matches and the tier it matched at, or raise."""
         reached_input = _Parsed(reached.input_json)

@@ -28,9 +28,8 @@ from sftrace._errors import (
 )
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
-from sftrace._model.jsondiff import differences
 from sftrace._model.policy import ReplayMode
-from sftrace._model.serialize import dumps, loads
+from sftrace._model.serialize import dumps
 from sftrace._model.text import pluralize, shorten
 from sftrace._record.intercept import Action, Decision, Reached
 from sftrace._replay.controller import (
@@ -220,11 +219,7 @@ class ForkController(ReplayController):
         self._used[index] = True
         self._next = index + 1
         self.fork_number = number
-        reached_input = loads(reached.input_json)
-        tier = self._tier_of(recorded, reached, reached_input)
-        diffs: tuple[tuple[str, Any, Any], ...] = ()
-        if tier != "exact":
-            diffs = tuple(differences(recorded.input, reached_input))
+        tier, diffs = self.input_match(recorded, reached)
         if self.plan.override_json is None:
             self.matched.append(MatchedCall(number, recorded, Action.EXECUTE.value, tier, diffs))
             return Decision(Action.EXECUTE, recorded)
