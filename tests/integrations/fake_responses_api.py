@@ -3,7 +3,8 @@
 :class:`ResponsesModelAPI` is an ``httpx.MockTransport`` handler for ``POST /responses``
 that decides each reply from the request, like a model would: when the request offers a
 handoff tool (``transfer_to_...``) and no handoff happened yet, it hands off; when it offers
-``get_forecast`` and has no forecast yet, it calls it for the city in the user's message;
+``get_forecast`` (then ``get_alerts``) not called yet, it calls it for the city in the
+user's message;
 otherwise it answers with text built from the tool results. With ``"stream": true`` it
 sends the same reply as server-sent events. It keeps every request body; ``offline()``
 makes it refuse any further request, to prove a replay sends nothing.
@@ -74,9 +75,10 @@ def decide(number: int, body: dict[str, Any]) -> dict[str, Any]:
     handoffs = sorted(name for name in tools if name and name.startswith("transfer_to_"))
     if handoffs and not any(name and name.startswith("transfer_to_") for name in called):
         return _function_call(number, handoffs[0], {})
-    if "get_forecast" in tools and "get_forecast" not in called:
-        city = question.rstrip("?").split()[-1]
-        return _function_call(number, "get_forecast", {"city": city})
+    for name in ("get_forecast", "get_alerts"):
+        if name in tools and name not in called:
+            city = question.rstrip("?").split()[-1]
+            return _function_call(number, name, {"city": city})
     return _message(number, f"Forecast: {outputs[-1] if outputs else 'unknown'}.")
 
 

@@ -196,6 +196,53 @@ async def session_agent(session: ClientSession) -> list[Any]:
         return [initialized, tools, result, session.protocol_version]
 
 
+def test_client_session_over_the_in_memory_transport_replays_every_method(
+    tmp_path: Path,
+) -> None:
+    """A ClientSession on the SDK's in-memory transport: the handshake and every recorded
+    method (listings included) replay on streams nothing answers."""
+    from mcp.client._memory import InMemoryTransport
+
+    async def everything(session: ClientSession) -> list[Any]:
+        async with session:
+            return [
+                await session.initialize(),
+                await session.list_prompts(),
+                await session.list_resources(),
+                await session.get_prompt("briefing", {"city": "Oslo"}),
+                await session.read_resource("notes://packing"),
+                await session.call_tool("stations", {"region": "south"}),
+            ]
+
+    async def recorded_run() -> list[Any]:
+        async with InMemoryTransport(weather.server) as (read, write):
+            return await everything(instrument(ClientSession(read, write)))
+
+    async def replayed_run() -> tuple[list[Any], list[Any]]:
+        async with refusing_streams() as (read, write, sent):
+            found = await everything(instrument(ClientSession(read, write)))
+        return found, sent
+
+    with record("mcp-agent", output=tmp_path / "run.sftrace"):
+        recorded = asyncio.run(recorded_run())
+    weather.TOOL_RUNS.clear()
+    with replay(tmp_path / "run.sftrace") as session:
+        replayed, sent = asyncio.run(replayed_run())
+    assert sent == []
+    assert weather.TOOL_RUNS == []
+    assert replayed == recorded
+    assert [type(item) for item in replayed] == [type(item) for item in recorded]
+    assert [c.name for c in load_bundle(tmp_path / "run.sftrace").calls] == [
+        "mcp:initialize",
+        "mcp:prompts/list",
+        "mcp:resources/list",
+        "mcp:prompts/get",
+        "mcp:resources/read",
+        "stations",
+    ]
+    session.verify_complete()
+
+
 @pytest.mark.slow
 def test_client_session_over_stdio_replays_on_a_transport_that_answers_nothing(
     tmp_path: Path,

@@ -20,6 +20,7 @@ from agents import (
     OpenAIResponsesModel,
     Runner,
     function_tool,
+    handoff,
     set_default_openai_client,
     set_tracing_disabled,
 )
@@ -250,6 +251,40 @@ def test_outside_record_and_replay_nothing_is_recorded(spans: Any) -> None:
     assert output[1] == "weather_agent"
     assert len(api.requests) == 3
     assert spans.get_finished_spans() == ()
+
+
+@function_tool
+async def get_alerts(city: str) -> list[str]:
+    """Weather alerts for a city (an async tool)."""
+    TOOL_RUNS.append(f"alerts {city}")
+    return [f"{city}: heat"]
+
+
+def test_agents_behind_handoff_objects_and_async_tools_are_instrumented(tmp_path: Path) -> None:
+    """handoff(agent) targets are found, and async function tools replay like sync ones."""
+    api = ResponsesModelAPI()
+    model = OpenAIResponsesModel(model="gpt-4.1", openai_client=api.client())
+    weather = Agent(
+        name="weather_agent",
+        instructions="Give forecasts.",
+        tools=[get_alerts, get_forecast],
+        model=model,
+    )
+    triage = instrument(Agent(name="triage", handoffs=[handoff(weather)], model=model))
+    with record("triage", output=tmp_path / "run.sftrace"):
+        recorded = run_with("run", triage)
+    assert TOOL_RUNS == ["Lisbon", "alerts Lisbon"]
+    api.offline()
+    TOOL_RUNS.clear()
+    with replay(tmp_path / "run.sftrace") as session:
+        replayed = run_with("run", triage)
+    assert replayed == recorded
+    assert recorded[0] == "Forecast: ['Lisbon: heat']."
+    assert TOOL_RUNS == []
+    session.verify_complete()
+    calls = load_bundle(tmp_path / "run.sftrace").calls
+    assert [c.name for c in calls if c.kind == "tool"] == ["get_forecast", "get_alerts"]
+    assert calls[4].output == ["Lisbon: heat"]
 
 
 def test_instrument_refuses_what_is_not_an_agent() -> None:

@@ -155,7 +155,9 @@ def instrument(
     inside ``record()``; answer them inside ``replay()``. Returns ``agent`` itself.
 
     Idempotent (the first settings stay). Outside ``record()``/``replay()`` the agents
-    and models behave exactly as before.
+    and models behave exactly as before. Model calls are recorded on the model classes,
+    so they keep the ``replay_policy``/``ignore_fields`` of the first ``instrument()``
+    call until :func:`uninstrument_all`; tools keep those of the agent they belong to.
 
     Args:
         agent: an ``agents.Agent``.
