@@ -16,6 +16,7 @@ with the shrunk outputs, so it replays strictly, which a last strict frozen repl
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -31,14 +32,11 @@ from sftrace._errors import ConfigError, ReplayError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.policy import ReplayPolicy
-from sftrace._model.text import pluralize
-from sftrace._regress.compare import compare
 from sftrace._regress.expectations import (
     Expectations,
     expectations_from_files,
-    unmet_expectation_keys,
 )
-from sftrace._regress.findings import FindingCode, Severity
+from sftrace._regress.reproduction import Signature, check_reproduced, describe, signature
 from sftrace._regress.shrink import Shrinker
 from sftrace._replay.options import ManualHandler, ReplayOptions
 from sftrace._replay.run import (
@@ -54,8 +52,6 @@ __all__ = ["MinimizeProgress", "MinimizeResult", "aminimize", "minimize"]
 
 # The first replay (does the failure reproduce?), the one that saves, the strict check.
 FIXED_REPLAYS: Final = 3
-# What a reproduction is: ("failure", type, message) and the unmet expectations' keys.
-Signature = tuple[tuple[str, ...], ...]
 # A replay the minimization asks its driver (sync or async) to run, and the whole of it.
 Replay = tuple[Bundle, ReplayOptions]
 Steps = Generator[Replay, ReplayResult, "MinimizeResult"]
@@ -264,7 +260,9 @@ class _Minimization:
     def steps(self, path: Path, overwrite: bool) -> Steps:
         """The minimization: yields each replay to run, receives its result."""
         first = yield from self._replay(self.recorded, self.options)
-        wanted = self._check_first(first, self._signature(first))
+        wanted = check_reproduced(
+            self.recorded, first, signature(self.recorded, first, self.expect), self.expect
+        )
         values, complete = yield from self._shrink(wanted, self._used(first))
         save = dataclasses.replace(
             self.options, save=path, overwrite=overwrite, derived_from={"how": "minimize"}
@@ -279,14 +277,14 @@ class _Minimization:
         check = yield from self._replay(minimized, strict)
         before = self.sizes_before
         verified = (
-            self._signature(saved) == wanted
-            and self._signature(check) == wanted
+            signature(self.recorded, saved, self.expect) == wanted
+            and signature(self.recorded, check, self.expect) == wanted
             and not check.unused
         )
         return MinimizeResult(
             path=saved.saved_path,
             bundle=minimized,
-            reproduces=_describe(wanted),
+            reproduces=describe(wanted),
             replays=self.replays,
             max_replays=self.max_replays,
             complete=complete,
@@ -307,19 +305,20 @@ class _Minimization:
     ) -> Generator[Replay, ReplayResult, tuple[list[Any], bool]]:
         """The smallest outputs found, and whether shrinking ran to the end."""
         shrinker = Shrinker(self.original, used)
-        seen: dict[bytes, bool] = {}
+        seen: dict[bytes, bool] = {}  # digest of a candidate tried -> whether it was kept
         proposals = shrinker.proposals()
         budget = self.max_replays - FIXED_REPLAYS + 1  # the first replay is spent already
         try:
             candidate = next(proposals)
             while True:
-                key = orjson.dumps(candidate)
+                # A digest, not the text: a large run tried 500 times must not be kept 500 times.
+                key = hashlib.blake2b(orjson.dumps(candidate), digest_size=16).digest()
                 accepted = seen.get(key)
                 if accepted is None:
                     if self.replays >= budget:
                         return shrinker.values, False
                     result = yield from self._replay(self._candidate(candidate), self.options)
-                    accepted = seen[key] = self._signature(result) == wanted
+                    accepted = seen[key] = signature(self.recorded, result, self.expect) == wanted
                     if accepted:
                         shrinker.used = self._used(result)
                         self.output_bytes = self._reached_bytes(result, candidate)
@@ -370,81 +369,6 @@ class _Minimization:
                     self.replays, self.max_replays, self.output_bytes, self.output_bytes_before
                 )
             )
-
-    def _signature(self, result: ReplayResult) -> Signature | None:
-        """What the replay reproduced, or None when it diverged."""
-        if result.divergence is not None:
-            return None
-        parts: list[tuple[str, ...]] = []
-        if self.recorded.status == "failed":
-            run = next(
-                (s for s in result.spans if (s.attributes or {}).get(A.KIND) == A.KIND_RUN), None
-            )
-            attributes = dict(run.attributes or {}) if run is not None else {}
-            parts.append(
-                (
-                    "failure",
-                    str(attributes.get(A.ERROR_TYPE, "")),
-                    str(attributes.get(A.ERROR_MESSAGE, "")),
-                )
-            )
-        if self.expect is not None:
-            parts.extend((key,) for key in _unmet(self.recorded, result, self.expect))
-        return tuple(parts)
-
-    def _check_first(self, first: ReplayResult, wanted: Signature | None) -> Signature:
-        """What the first replay reproduced; refuse a run whose failure it did not bring
-        back."""
-        failure = self.recorded.failure
-        problem = None
-        if wanted is None:
-            problem = f"the replay diverged: {str(first.divergence).splitlines()[0]}"
-        elif self.recorded.status == "failed" and failure is not None:
-            recorded = ("failure", failure.type, failure.message or "")
-            if wanted[0] != recorded:
-                got = f"{wanted[0][1]}: {wanted[0][2]}" if wanted[0][1] else "no failure"
-                problem = f"the recorded run failed with {failure.type}, the replay with {got}"
-        elif self.expect is not None and not wanted:
-            problem = "the replay meets every expectation given"
-        if problem is not None:
-            raise ReplayError(
-                f"cannot minimize run {self.recorded.run_id}: a frozen replay of it does not "
-                f"reproduce the failure ({problem}); minimize needs a failure the agent's "
-                f"entrypoint brings back"
-            )
-        assert wanted is not None
-        return wanted
-
-
-def _unmet(recorded: Bundle, result: ReplayResult, expect: Expectations) -> list[str]:
-    """Which expectations the replay does not meet: ``status``, ``output`` and the keys
-    of the trajectory expectations (as ``compare(..., expect=)`` judges them)."""
-    keys: list[str] = []
-    report = compare(recorded, result, expect=expect)
-    for finding in report.findings:
-        if finding.severity is not Severity.ERROR:
-            continue
-        if finding.code is FindingCode.STATUS_CHANGED:
-            key = "status"
-        elif finding.code.value.startswith("OUTPUT_"):
-            key = "output"
-        else:
-            continue
-        if key not in keys:
-            keys.append(key)
-    return keys + unmet_expectation_keys(result.calls, expect)
-
-
-def _describe(signature: Signature) -> str:
-    """``KeyError: 'XXX'``, ``expectations not met: output, not_called:issue_refund``."""
-    parts = []
-    unmet = [part[0] for part in signature if part[0] != "failure"]
-    for part in signature:
-        if part[0] == "failure":
-            parts.append(f"{part[1]}: {part[2]}")
-    if unmet:
-        parts.append(f"{pluralize(len(unmet), 'expectation')} not met: {', '.join(unmet)}")
-    return "; ".join(parts)
 
 
 def _answered(call: Call) -> bool:
