@@ -144,3 +144,15 @@ def test_on_a_terminal_the_progress_bar_is_redrawn_in_place() -> None:
         "\rminimize: [###############...............] 2/4 replays, call outputs 2.0 kB -> 30 B"
         "\n"
     )
+
+
+def test_a_bundle_that_lost_lines_is_refused_before_the_agent_runs(
+    failing: Path, tmp_path: Path
+) -> None:
+    spans = failing / "spans.jsonl"
+    spans.write_bytes(b"".join(spans.read_bytes().splitlines(keepends=True)[:-1]))
+    agents.RUNS.clear()
+    result = minimize_cli(failing, "-e", "minimize_agents:flaky", "-o", tmp_path / "s.sftrace")
+    assert result.exit_code == 2
+    assert "is incomplete" in result.stderr
+    assert agents.RUNS == []

@@ -16,14 +16,11 @@ import click
 from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
-from sftrace._cli.bundle import missing_content
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.output import echo, human_console
-from sftrace._cli.replay import check_arguments
-from sftrace._errors import BundleError
+from sftrace._cli.replay import check_before_running
 from sftrace._model.text import byte_size, pluralize
 from sftrace._regress.minimize import MinimizeProgress, MinimizeResult, minimize
-from sftrace._replay.run import resolve_entrypoint
 
 BAR_WIDTH = 30
 
@@ -86,14 +83,13 @@ def minimize_command(
     bar = ProgressBar(sys.stderr)
     with bad_input_policy():
         recorded = load_bundle(bundle)
-        missing = missing_content(recorded)
-        if missing:
-            raise BundleError(
-                f"{str(bundle)!r} is incomplete ({missing[0]}); `sftrace validate` lists "
-                f"every problem"
-            )
-        target = resolve_entrypoint(entrypoint)
-        check_arguments(target, recorded, entrypoint)
+        target = check_before_running(
+            recorded,
+            entrypoint,
+            save=output,
+            overwrite=overwrite,
+            purpose="write the minimized bundle",
+        )
         try:
             result = minimize(
                 recorded,
