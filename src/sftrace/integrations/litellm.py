@@ -1,0 +1,388 @@
+"""Record and replay LiteLLM calls (``pip install "sftrace[litellm]"``).
+
+::
+
+    import litellm
+    from sftrace import record, replay
+    from sftrace.integrations.litellm import instrument
+
+    instrument()
+    with record("support-agent", output="run.sftrace"):
+        litellm.completion(model="openai/gpt-4o", messages=[...])
+    with replay("run.sftrace"):  # no request is sent, to any provider
+        litellm.completion(model="openai/gpt-4o", messages=[...])
+
+:func:`instrument` replaces ``litellm.completion`` and ``litellm.acompletion`` (call them
+through the module, or import them after ``instrument()``: a name imported before,
+``from litellm import completion``, keeps the function it was bound to) until
+:func:`uninstrument`. Streaming (``stream=True``) is recorded too. Outside
+``record()``/``replay()`` LiteLLM behaves exactly as before.
+
+Recorded, per call (an LLM span):
+    the real provider and model as LiteLLM resolves them (``openai/gpt-4o`` is provider
+    ``openai``, model ``gpt-4o``; ``custom_llm_provider=`` is honoured), the request, the
+    response and its token usage.
+
+The request, as recorded and compared by a strict replay:
+    every argument of the call (``model`` as written, ``messages``, ``tools``,
+    ``temperature``, ``stream``, ``response_format``...) as canonical JSON, except what
+    configures the transport rather than the request: ``api_key``, ``api_base``,
+    ``base_url``, ``api_version``, ``client``, ``shared_session``, ``timeout``,
+    ``extra_headers``, ``num_retries``, ``max_retries``, ``metadata``,
+    ``litellm_call_id``, ``litellm_logging_obj`` (secrets, addresses and ids that change
+    from environment to environment), ``stream=False``, and the JSON paths given as
+    ``ignore_fields``.
+
+The response, as recorded:
+    a ``ModelResponse`` as its JSON, with the provider LiteLLM used and the cost it
+    computed (``_hidden_params``: ``custom_llm_provider``, ``response_cost``). A stream is
+    ``{"chunks": [...], "complete": ..., "model": ..., "usage": ...}``: every
+    ``ModelResponseStream`` chunk in order (``stream_options={"include_usage": True}``
+    adds the usage on the last one).
+
+During a frozen replay:
+    nothing is sent. ``completion``/``acompletion`` return a real ``ModelResponse``; with
+    ``stream=True`` a ``CustomStreamWrapper`` yielding the recorded chunks as
+    ``ModelResponseStream`` objects (``for``/``async for``), so
+    ``litellm.stream_chunk_builder`` works on them as before.
+
+Not recorded: LiteLLM's other endpoints (``embedding``, ``responses``, ``text_completion``,
+the ``Router``). A provider error is recorded with LiteLLM's exception type and raised
+again as that type when it can be rebuilt, else as :class:`sftrace.RecordedDependencyError`.
+LiteLLM fetches its model-cost map from the internet when imported unless
+``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set: set it in tests (sftrace's own do).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from typing import Any, cast
+
+import litellm
+from litellm import CustomStreamWrapper, ModelResponse
+from litellm.types.utils import ModelResponseStream
+
+from sftrace._internal import internal_error
+from sftrace._model.calls import CallFailure
+from sftrace._model.policy import ReplayPolicy
+from sftrace._model.serialize import loads
+from sftrace._record.boundary import BoundaryCall
+from sftrace._record.failure import ErrorCodec, ErrorDetails, register_error_codec
+from sftrace._record.llm import llm_spec
+from sftrace._record.run import current_run
+from sftrace.integrations._common import (
+    JSON,
+    ClassPatches,
+    Options,
+    StreamRecorder,
+    arecord_items,
+    ending,
+    inside_call,
+    inside_sdk_call,
+    materialize,
+    record_items,
+    recorded_chunks,
+    request_json,
+    summary,
+    wire_json,
+)
+from sftrace.integrations._sdk import first_model, last_usage
+
+__all__ = ["instrument", "uninstrument"]
+
+# Arguments that configure where and how the request goes, not what it asks.
+TRANSPORT_ARGUMENTS = frozenset(
+    {
+        "api_key",
+        "api_base",
+        "base_url",
+        "api_version",
+        "client",
+        "shared_session",
+        "timeout",
+        "extra_headers",
+        "num_retries",
+        "max_retries",
+        "metadata",
+        "litellm_call_id",
+        "litellm_logging_obj",
+    }
+)
+_HIDDEN = "_hidden_params"
+_KEPT_HIDDEN = ("custom_llm_provider", "response_cost")
+_patches = ClassPatches()
+# LiteLLM prefixes its exceptions' messages with their name ("litellm.RateLimitError: ").
+_MESSAGE_PREFIX = re.compile(r"^litellm\.\w+: ")
+
+
+def instrument(
+    *, replay_policy: ReplayPolicy | str = "frozen", ignore_fields: Iterable[str] = ()
+) -> None:
+    """Record ``litellm.completion`` and ``litellm.acompletion`` calls made inside
+    ``record()`` and answer them from the recording inside ``replay()``. Idempotent;
+    :func:`uninstrument` undoes it.
+
+    Args:
+        replay_policy: how a replay treats these calls (``"frozen"``: answered from the
+            recording; ``"live"``: made for real in live and hybrid replays).
+        ignore_fields: JSON paths of the request left out of what is recorded and
+            compared (``"messages.*.name"``, ``"user"``).
+    """
+    options = Options(replay_policy=replay_policy, ignore_fields=ignore_fields)
+    register_error_codec(ErrorCodec(name="litellm", describe=_describe, rebuild=_rebuild))
+    module = cast(type, litellm)  # a module's functions patch like a class's methods
+    _patches.patch(module, "completion", functools.partial(_wrap, options=options, is_async=False))
+    _patches.patch(module, "acompletion", functools.partial(_wrap, options=options, is_async=True))
+
+
+def uninstrument() -> None:
+    """Give ``litellm.completion`` and ``litellm.acompletion`` back their own functions."""
+    _patches.restore()
+
+
+def _wrap(function: Any, *, options: Options, is_async: bool) -> Any:
+    signature = inspect.signature(function)
+    if is_async:
+
+        @functools.wraps(function)
+        async def acompletion(*args: Any, **kwargs: Any) -> Any:
+            return await _call_async(options, _arguments(signature, args, kwargs), function)
+
+        return acompletion
+
+    @functools.wraps(function)
+    def completion(*args: Any, **kwargs: Any) -> Any:
+        return _call_sync(options, _arguments(signature, args, kwargs), function)
+
+    return completion
+
+
+def _arguments(signature: inspect.Signature, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The call's arguments by name (``completion("gpt-4o", messages)`` included)."""
+    if not args:
+        return dict(kwargs)
+    try:
+        bound = signature.bind_partial(*args, **kwargs).arguments
+    except TypeError:
+        return dict(kwargs)  # the real call raises the TypeError
+    extra = bound.pop("kwargs", None)
+    return {**bound, **(extra if isinstance(extra, dict) else {})}
+
+
+def _provider(kwargs: dict[str, Any]) -> tuple[str, str]:
+    """The provider and model LiteLLM routes the call to."""
+    model = str(kwargs.get("model") or "unknown")
+    try:
+        resolved, provider, _, _ = litellm.get_llm_provider(
+            model=model,
+            custom_llm_provider=kwargs.get("custom_llm_provider"),
+            api_base=kwargs.get("api_base") or kwargs.get("base_url"),
+        )
+        return str(provider), str(resolved)
+    except Exception:  # an unknown provider: LiteLLM raises when the call is made
+        return str(kwargs.get("custom_llm_provider") or "litellm"), model
+
+
+def _begin(options: Options, kwargs: dict[str, Any]) -> tuple[BoundaryCall, dict[str, Any]] | None:
+    if inside_call.get():
+        return None
+    run = current_run()
+    if run is None:
+        return None
+    kwargs = materialize(kwargs)
+    provider, model = _provider(kwargs)
+    request = {key: value for key, value in kwargs.items() if key not in TRANSPORT_ARGUMENTS}
+    input_json = request_json(request, options, what=f"litellm {provider} completion request")
+    return BoundaryCall(run, llm_spec(provider, model, options.policy, None), input_json), kwargs
+
+
+def _call_sync(options: Options, kwargs: dict[str, Any], function: Callable[..., Any]) -> Any:
+    begun = _begin(options, kwargs)
+    if begun is None:
+        return function(**kwargs)
+    call, kwargs = begun
+    with ending(call) as end:
+        if not call.runs_body:
+            return call.substitute(functools.partial(_restore, kwargs, is_async=False))
+        with inside_sdk_call():
+            response = function(**kwargs)
+        if isinstance(response, CustomStreamWrapper):
+            end.hand_off()
+            return _RecordingStream(response, StreamRecorder(call, _summarize, convert=_as_json))
+        call.finish(_response_output(response))
+        return response
+
+
+async def _call_async(
+    options: Options, kwargs: dict[str, Any], function: Callable[..., Awaitable[Any]]
+) -> Any:
+    begun = _begin(options, kwargs)
+    if begun is None:
+        return await function(**kwargs)
+    call, kwargs = begun
+    with ending(call) as end:
+        if not call.runs_body:
+            return call.substitute(functools.partial(_restore, kwargs, is_async=True))
+        with inside_sdk_call():
+            response = await function(**kwargs)
+        if isinstance(response, CustomStreamWrapper):
+            end.hand_off()
+            return _RecordingStream(response, StreamRecorder(call, _summarize, convert=_as_json))
+        call.finish(_response_output(response))
+        return response
+
+
+def _as_json(value: Any) -> JSON:
+    """A LiteLLM object with every field: LiteLLM rebuilds equal objects from it (its
+    constructors fill defaults that the JSON of set fields only would lose)."""
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):
+        return model_dump(mode="json")
+    return wire_json(value)
+
+
+def _summarize(chunks: list[JSON]) -> dict[str, Any]:
+    return summary(first_model(chunks), last_usage(chunks))
+
+
+def _response_output(response: Any) -> JSON:
+    """A ``ModelResponse`` as recorded: its JSON, and the provider and cost LiteLLM kept."""
+    try:
+        output = _as_json(response)
+        hidden = getattr(response, _HIDDEN, None)
+        if isinstance(output, dict) and isinstance(hidden, dict):
+            kept = {key: hidden[key] for key in _KEPT_HIDDEN if _plain(hidden.get(key))}
+            if kept:
+                output[_HIDDEN] = kept
+        return output
+    except Exception as exc:
+        internal_error("recording a LiteLLM response", exc)
+        return None
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _restore(kwargs: dict[str, Any], output: JSON, *, is_async: bool) -> Any:
+    """The recorded answer as LiteLLM's own objects."""
+    if kwargs.get("stream"):
+        chunks = recorded_chunks(output, what="litellm completion(stream=True)")
+        items = [ModelResponseStream(**chunk) for chunk in chunks]
+        return _ReplayStream(items, kwargs, is_async=is_async)
+    if not isinstance(output, dict):
+        return output
+    data = dict(output)
+    hidden = data.pop(_HIDDEN, None)
+    response = ModelResponse(**data)
+    if isinstance(hidden, dict):
+        response._hidden_params.update(hidden)
+    return response
+
+
+class _RecordingStream(CustomStreamWrapper):  # type: ignore[misc]
+    """LiteLLM's stream, iterated through: each chunk is recorded as the caller reads it."""
+
+    def __init__(self, inner: CustomStreamWrapper, recorder: StreamRecorder) -> None:
+        # The real stream's state is read through __getattr__; only the iteration is ours.
+        self._sftrace_inner = inner
+        self._sftrace_recorder = recorder
+        self._sftrace_items: Iterator[Any] | None = None
+        self._sftrace_aitems: AsyncIterator[Any] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_sftrace"):
+            raise AttributeError(name)
+        return getattr(self._sftrace_inner, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        if self._sftrace_items is None:
+            self._sftrace_items = record_items(self._sftrace_inner, self._sftrace_recorder)
+        return next(self._sftrace_items)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._sftrace_aitems is None:
+            self._sftrace_aitems = arecord_items(self._sftrace_inner, self._sftrace_recorder)
+        return await self._sftrace_aitems.__anext__()
+
+
+class _ReplayStream(CustomStreamWrapper):  # type: ignore[misc]
+    """A ``CustomStreamWrapper`` yielding recorded chunks; it sends nothing."""
+
+    def __init__(self, items: list[Any], kwargs: dict[str, Any], *, is_async: bool) -> None:
+        self.model = str(kwargs.get("model") or "")
+        self.custom_llm_provider = kwargs.get("custom_llm_provider")
+        self.chunks = list(items)
+        self.completion_stream = None
+        self.logging_obj = None
+        self.sent_last_chunk = False
+        self._sftrace_items = iter(items)
+        self._sftrace_is_async = is_async
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._sftrace_items)
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return next(self._sftrace_items)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+def _describe(exc: BaseException) -> ErrorDetails | None:
+    """A LiteLLM exception's HTTP status and response body, recorded beside its type."""
+    if not type(exc).__module__.startswith("litellm."):
+        return None
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    return ErrorDetails(
+        status_code=status if isinstance(status, int) and not isinstance(status, bool) else None,
+        body=body if isinstance(body, (dict, list, str)) else None,
+    )
+
+
+def _rebuild(failure: CallFailure) -> BaseException | None:
+    """LiteLLM's own exception for a recorded one (``except litellm.RateLimitError``)."""
+    if not failure.type.startswith("litellm."):
+        return None
+    cls = vars(litellm.exceptions).get(failure.type.rpartition(".")[2])
+    if not isinstance(cls, type) or not issubclass(cls, Exception):
+        return None
+    parameters = inspect.signature(cls.__init__).parameters
+    arguments: dict[str, Any] = {
+        "message": _MESSAGE_PREFIX.sub("", failure.message, count=1),
+        "llm_provider": "",
+        "model": "",
+    }
+    status = failure.status_code
+    if "status_code" in parameters:
+        arguments["status_code"] = status if status is not None else 500
+    if "response" in parameters and status is not None:
+        import httpx
+
+        request = httpx.Request("POST", "https://replay.sftrace.invalid/")
+        arguments["response"] = httpx.Response(status, request=request)
+    if "body" in parameters and failure.body_json is not None:
+        arguments["body"] = loads(failure.body_json)
+    if not all(name in parameters for name in arguments):
+        return None
+    error: BaseException = cls(**arguments)
+    return error
