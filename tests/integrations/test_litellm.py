@@ -47,6 +47,17 @@ def instrumented() -> Iterator[None]:
     uninstrument()
 
 
+@pytest.fixture(autouse=True)
+def event_loop_litellm_may_use() -> Iterator[None]:
+    """LiteLLM's synchronous path looks up the thread's event loop (for its logging
+    callbacks) and leaves a loop it made unclosed; give it one, closed after the test."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
 def openai_client(api: fake.FakeAPI, *, is_async: bool) -> Any:
     return api.sdk_client(
         openai.OpenAI,
@@ -219,3 +230,16 @@ def test_outside_a_recording_and_after_uninstrument_litellm_is_untouched(
     instrument()  # idempotent
     assert litellm.completion.__sftrace_wrapped__ is not None  # type: ignore[attr-defined]
     assert not hasattr(litellm.completion.__sftrace_wrapped__, "__sftrace_wrapped__")  # type: ignore[attr-defined]
+
+
+def test_an_instrumented_openai_client_underneath_is_not_recorded_twice(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    from sftrace.integrations.openai import instrument as instrument_openai
+
+    script(api, stream=False)
+    client = instrument_openai(openai_client(api, is_async=False))
+    with record("agent", output=tmp_path / "run.sftrace"):
+        litellm.completion(model="openai/gpt-4o", messages=MESSAGES, client=client)
+    [call] = load_bundle(tmp_path / "run.sftrace").calls
+    assert call.input == {"model": "openai/gpt-4o", "messages": MESSAGES}
