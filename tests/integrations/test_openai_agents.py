@@ -244,6 +244,34 @@ def test_chat_completions_model_records_and_replays(tmp_path: Path) -> None:
     session.verify_complete()
 
 
+def test_chat_completions_model_streamed_run_replays(tmp_path: Path) -> None:
+    """A streamed run on the Chat Completions model: the events the SDK made of the chunks
+    are recorded and replayed as its own event types."""
+    api = fake.FakeAPI("openai", request_id_header="x-request-id")
+    api.reply_stream(fake.chat_chunks(["Sunny ", "in ", "Lisbon."]), named=False, done=True)
+    client = api.sdk_client(
+        openai.OpenAI,
+        openai.AsyncOpenAI,
+        is_async=True,
+        api_key="sk-test",
+        base_url="http://llm.test/v1",
+    )
+    model = OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client)
+    agent = instrument(Agent(name="weather_agent", instructions="Give forecasts.", model=model))
+    with record("weather", output=tmp_path / "run.sftrace"):
+        recorded = run_with("run_streamed", agent)
+    api.offline()
+    with replay(tmp_path / "run.sftrace") as session:
+        replayed = run_with("run_streamed", agent)
+    assert replayed == recorded
+    assert recorded[0] == "Sunny in Lisbon."
+    assert api.refused == []
+    session.verify_complete()
+    output = load_bundle(tmp_path / "run.sftrace").calls[0].output
+    assert output["complete"] is True
+    assert any(c.get("type") == "response.output_text.delta" for c in output["chunks"])
+
+
 def test_outside_record_and_replay_nothing_is_recorded(spans: Any) -> None:
     """An instrumented agent run outside record()/replay() runs as before, unrecorded."""
     api = ResponsesModelAPI()
