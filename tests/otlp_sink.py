@@ -75,6 +75,18 @@ def request_to_file_line(request: Request) -> bytes:
     return orjson.dumps(data)
 
 
+def _base64_ids(request: dict[str, Any]) -> dict[str, Any]:
+    """An OTLP/JSON request with its hex ids as the protobuf JSON mapping's base64."""
+    for resource_spans in request.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                for item in (span, *span.get("links", ())):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if item.get(key):
+                            item[key] = base64.b64encode(bytes.fromhex(item[key])).decode()
+    return request
+
+
 def _hex_ids(item: dict[str, Any]) -> None:
     for key in ("traceId", "spanId", "parentSpanId"):
         if item.get(key):
@@ -97,7 +109,10 @@ class OtlpSink:
     # -- receiving -----------------------------------------------------------------
     def _receive(self, body: bytes, headers: dict[str, str]) -> None:
         request = Request()
-        request.ParseFromString(body)
+        if headers.get("content-type", "").startswith("application/json"):
+            json_format.ParseDict(_base64_ids(orjson.loads(body)), request)
+        else:
+            request.ParseFromString(body)
         self.arrived.set()
         if self.hold.is_set():
             self.release.wait(30)

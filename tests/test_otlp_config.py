@@ -40,6 +40,9 @@ ENV_NAMES = (
     "OTEL_TRACES_EXPORTER",
     "OTEL_SDK_DISABLED",
     "OTEL_SERVICE_NAME",
+    "SFTRACE_OTLP_ENCODER",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
 )
 
 
@@ -80,6 +83,7 @@ def test_configure_is_keyword_only_with_the_documented_parameters() -> None:
         "otlp_endpoint",
         "otlp_protocol",
         "otlp_headers",
+        "otlp_encoder",
         "service_name",
         "capture_content",
         "max_payload_bytes",
@@ -309,7 +313,15 @@ def test_headers_timeout_content_and_cap_defaults_come_from_the_environment(
     ("kwargs", "env", "message"),
     [
         ({"endpoint": "127.0.0.1:4317"}, {}, "is not an http:// or https:// URL"),
-        ({"endpoint": "http://c:4318", "protocol": "http/json"}, {}, "use 'http/protobuf'"),
+        (
+            {"endpoint": "http://c:4318", "protocol": "http/json", "encoder": "official"},
+            {},
+            "do not send OTLP/JSON",
+        ),
+        ({"endpoint": "http://c:4317", "protocol": "grpc", "encoder": "sftrace"}, {}, "not gRPC"),
+        ({"endpoint": "http://c:4318", "encoder": "protobuf"}, {}, "unknown OTLP encoder"),
+        ({"endpoint": "http://c:4318"}, {"SFTRACE_OTLP_ENCODER": "fast"}, "'fast'"),
+        ({"endpoint": "http://c:4318"}, {"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, "'zstd'"),
         ({"endpoint": "http://c:4318", "protocol": "thrift"}, {}, "unsupported OTLP protocol"),
         (
             {},
@@ -326,11 +338,51 @@ def test_headers_timeout_content_and_cap_defaults_come_from_the_environment(
 def test_invalid_settings_raise_config_error_naming_the_value(
     monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any], env: dict[str, str], message: str
 ) -> None:
-    """A bad endpoint, protocol, cap, flag or timeout raises ConfigError saying what to do."""
+    """A bad endpoint, protocol, encoder, compression, cap, flag or timeout raises
+    ConfigError saying what to do."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=message):
         settings(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "env", "encoder", "sftrace_encoder"),
+    [
+        ({}, {}, "auto", True),
+        ({"protocol": "grpc"}, {}, "auto", False),
+        ({"protocol": "http/json"}, {}, "auto", True),
+        ({"encoder": "official"}, {}, "official", False),
+        ({}, {"SFTRACE_OTLP_ENCODER": "Official"}, "official", False),
+        ({"encoder": "sftrace"}, {"SFTRACE_OTLP_ENCODER": "official"}, "sftrace", True),
+    ],
+)
+def test_encoder_resolution(
+    monkeypatch: pytest.MonkeyPatch,
+    kwargs: dict[str, Any],
+    env: dict[str, str],
+    encoder: str,
+    sftrace_encoder: bool,
+) -> None:
+    """otlp_encoder, else SFTRACE_OTLP_ENCODER, else auto: sftrace's encoder for HTTP,
+    the official one for gRPC."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    resolved = settings(endpoint="http://c:4318", **kwargs)
+    assert resolved is not None
+    assert (resolved.encoder, resolved.sftrace_encoder) == (encoder, sftrace_encoder)
+
+
+def test_compression_comes_from_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_EXPORTER_OTLP_TRACES_COMPRESSION wins over OTEL_EXPORTER_OTLP_COMPRESSION."""
+    assert (resolved := settings(endpoint="http://c:4318")) is not None
+    assert resolved.compression is None
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    assert (resolved := settings(endpoint="http://c:4318")) is not None
+    assert resolved.compression == "gzip"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "none")
+    assert (resolved := settings(endpoint="http://c:4318")) is not None
+    assert resolved.compression is None
 
 
 def test_configure_rejects_bad_settings_before_changing_anything(provider: TracerProvider) -> None:

@@ -29,6 +29,7 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from sftrace._bundle.format import JOURNAL_FILE
 from sftrace._bundle.manifest import RunTotals, build_manifest, journal_header, utc_iso
 from sftrace._bundle.names import bundle_name
 from sftrace._bundle.writer import BundleWriter, partial_dir_for
@@ -41,6 +42,8 @@ from sftrace._model.otlp_json import (
     trace_id_hex,
 )
 
+# How many finished runs span_source() still knows.
+_PLACED_KEPT = 4096
 # Attributes that repeat sftrace.input/sftrace.output; bundles restore them on read.
 _DROPPED = frozenset(A.INPUT_ALIASES + A.OUTPUT_ALIASES)
 
@@ -74,6 +77,8 @@ class BundleSpanExporter(SpanExporter):
         self._directory = Path(directory) if directory is not None else None
         self._runs: dict[int, _Run] = {}
         self._outcomes: dict[int, RunOutcome] = {}
+        # Bundles of the latest finished runs, for OTLP export reading spans back.
+        self._placed: dict[int, Path] = {}
         self._lock = threading.Lock()
         self._shutdown = False
 
@@ -101,6 +106,19 @@ class BundleSpanExporter(SpanExporter):
             run = self._runs.pop(trace_id, None)
         if run is not None:
             run.writer.close()
+
+    def span_source(self, trace_id: int) -> Path | None:
+        """Where a run's spans are on disk: its journal file while it is recorded, its
+        bundle once finished (for the latest runs); None for other traces."""
+        with self._lock:
+            run = self._runs.get(trace_id)
+            if run is not None:
+                return run.writer.partial_dir / JOURNAL_FILE
+            return self._placed.get(trace_id)
+
+    def has_spans(self, trace_id: int) -> bool:
+        """True if the trace is a run whose spans are journaled (cheap, no lock)."""
+        return trace_id in self._runs or trace_id in self._placed
 
     # -- SpanExporter ----------------------------------------------------------------
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -187,6 +205,11 @@ class BundleSpanExporter(SpanExporter):
                 assert self._directory is not None
                 path = self._directory / bundle_name(manifest.agent_name, manifest.run_id)
             run.outcome.path = run.writer.finalize(manifest, path, overwrite=run.overwrite)
+            if root.context is not None:
+                with self._lock:
+                    if len(self._placed) >= _PLACED_KEPT:
+                        del self._placed[next(iter(self._placed))]
+                    self._placed[root.context.trace_id] = run.outcome.path
         except Exception as exc:
             run.writer.close()  # the journal stays: `sftrace recover` can rebuild the run
             run.outcome.error = exc

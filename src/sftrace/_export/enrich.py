@@ -9,14 +9,14 @@ is never changed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from sftrace._model import attributes as A
-from sftrace._model.otlp_json import copy_span
+from sftrace._model.otlp_json import copy_span, plain_attributes
 
 # Attributes holding inputs and outputs: left out of OTLP with capture_content=False.
 CONTENT_ATTRIBUTES = frozenset(
@@ -138,7 +138,13 @@ class SpanPreparer:
         self._resources: dict[int, tuple[Resource, Resource]] = {}
 
     def prepare(self, span: ReadableSpan) -> ReadableSpan:
-        attributes = dict(span.attributes or {})
+        attributes, events, resource = self.prepare_parts(span)
+        return copy_span(span, attributes=attributes, resource=resource, events=events)
+
+    def prepare_parts(self, span: ReadableSpan) -> tuple[dict[str, Any], Sequence[Event], Resource]:
+        """The OTLP copy's attributes, events and resource (encoders that need no copied
+        ``ReadableSpan`` take these directly)."""
+        attributes = plain_attributes(span)
         if A.KIND in attributes:
             for key, value in openinference_attributes(attributes).items():
                 attributes.setdefault(key, value)
@@ -148,16 +154,14 @@ class SpanPreparer:
                 del attributes[key]
             if omitted:
                 attributes[A.CONTENT_OMITTED] = True
-        events = span.events
-        if not self.capture_content or self.max_payload_bytes:
-            events = tuple(self._prepare_event(event) for event in span.events)
+        events: Sequence[Event] = span.events
+        if events and (not self.capture_content or self.max_payload_bytes):
+            events = tuple(self._prepare_event(event) for event in events)
         if self.max_payload_bytes:
             truncated = self._cap(attributes)
             if truncated:
                 attributes[A.TRUNCATED] = tuple(truncated)
-        return copy_span(
-            span, attributes=attributes, resource=self._resource(span.resource), events=events
-        )
+        return attributes, events, self._resource(span.resource)
 
     def _cap(self, attributes: dict[str, Any]) -> list[str]:
         limit = self.max_payload_bytes

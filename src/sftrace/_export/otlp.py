@@ -1,108 +1,40 @@
-"""OTLP export of recorded spans: the enriching exporter and its processor.
+"""OTLP export of recorded spans: the processor and the exporters it can use.
 
-sftrace ships spans to a collector through the official OTLP exporters, composed:
+``OtlpSpanProcessor`` (switchable, bounded flush and shutdown) queues each finished span
+for an ``ExportWorker`` (``otlp_worker``: a background thread, batches, and a spill to
+the bundle journal instead of dropping), which sends through one of:
 
-``OtlpSpanProcessor`` (a ``BatchSpanProcessor`` that can be switched off, with bounded
-flush and shutdown) -> ``EnrichingSpanExporter`` (the OTLP copy of each span, see
-``enrich``) -> the official ``OTLPSpanExporter`` (HTTP/protobuf or gRPC, configured by
-``otlp_settings``).
+- sftrace's own encoder (``otlp_encoder="sftrace"``, the default for HTTP):
+  ``JsonHttpSpanExporter`` (``otlp_http``), OTLP/JSON over HTTP;
+- the official exporters (``otlp_encoder="official"``, and always for gRPC):
+  ``EnrichingSpanExporter`` -> the official ``OTLPSpanExporter`` (HTTP/protobuf or gRPC).
 
-The agent never waits on the network: ``on_end`` only queues the span. A collector that
-is down or slow costs the agent nothing; its failures are logged once per cause (the
-official exporters log every failed batch; sftrace silences the repeats of its own).
-Only the OTLP copy of a span is changed: the bundle always keeps every value whole.
+Both send the OTLP copy of each span (see ``enrich``). The agent never waits on the
+network. A collector that is down or slow costs the agent nothing; its failures are
+logged once per cause. Only the OTLP copy of a span is changed: the bundle always keeps
+every value whole.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from sftrace._export.enrich import SpanPreparer
+from sftrace._export.otlp_http import JsonHttpSpanExporter
+from sftrace._export.otlp_logging import EXPORTER_LOGGERS, Quiet, install_filter
 from sftrace._export.otlp_settings import OtlpSettings, official_exporter
+from sftrace._export.otlp_worker import ExportWorker, SpanSource
 from sftrace._internal import log_once
 from sftrace._model import attributes as A
 from sftrace._version import __version__
 
-__all__ = ["EXPORTER_LOGGERS", "EnrichingSpanExporter", "OtlpSpanProcessor"]
-
-
-# --- logging once per cause --------------------------------------------------------------
-
-# Loggers the official exporters and the batch processor report failures on.
-EXPORTER_LOGGERS = (
-    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-    "opentelemetry.exporter.otlp.proto.grpc.exporter",
-    "opentelemetry.exporter.otlp.common.http",
-    "opentelemetry.sdk._shared_internal",
-)
-_VARYING = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
-_quiet = threading.local()
-
-
-class _OncePerCause(logging.Filter):
-    """Lets through the first record of each cause logged during sftrace's own export.
-
-    Only records emitted while sftrace's exporter or processor is running in the current
-    thread are filtered: the application's own exporters keep their normal logging.
-    """
-
-    def __init__(self) -> None:
-        super().__init__("sftrace-otlp")
-        self._seen: set[tuple[str, str, tuple[str, ...]]] = set()
-        self._lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not getattr(_quiet, "depth", 0):
-            return True
-        args = record.args if isinstance(record.args, tuple) else ()
-        # A cause is the message template and its arguments without numbers and
-        # addresses (backoff delays, object ids and ports vary from attempt to attempt).
-        key = (
-            record.name,
-            str(record.msg),
-            tuple(_VARYING.sub("#", str(arg)) for arg in args if not isinstance(arg, float)),
-        )
-        with self._lock:
-            if key in self._seen:
-                return False
-            if len(self._seen) > 1000:
-                self._seen.clear()
-            self._seen.add(key)
-        record.msg = f"{record.msg} [sftrace OTLP export; repeats are not logged]"
-        return True
-
-
-_filter = _OncePerCause()
-_filter_installed = False
-_filter_lock = threading.Lock()
-
-
-def _install_filter() -> None:
-    global _filter_installed
-    with _filter_lock:
-        if _filter_installed:
-            return
-        for name in EXPORTER_LOGGERS:
-            logging.getLogger(name).addFilter(_filter)
-        _filter_installed = True
-
-
-class _Quiet:
-    """Marks the current thread as running sftrace's export (see ``_OncePerCause``)."""
-
-    def __enter__(self) -> None:
-        _quiet.depth = getattr(_quiet, "depth", 0) + 1
-
-    def __exit__(self, *exc: object) -> None:
-        _quiet.depth -= 1
+__all__ = ["EXPORTER_LOGGERS", "EnrichingSpanExporter", "OtlpSpanProcessor", "make_exporter"]
 
 
 # --- exporter and processor --------------------------------------------------------------
@@ -123,7 +55,7 @@ class EnrichingSpanExporter(SpanExporter):
         self.preparer = preparer or SpanPreparer()
         self._quiet = log_once
         if log_once:
-            _install_filter()
+            install_filter()
         self._closed = False
         self._lock = threading.Lock()
 
@@ -135,7 +67,7 @@ class EnrichingSpanExporter(SpanExporter):
         except Exception as exc:
             log_once("preparing spans for OTLP export", exc)
             return SpanExportResult.FAILURE
-        with _Quiet() if self._quiet else contextlib.nullcontext():
+        with Quiet() if self._quiet else contextlib.nullcontext():
             try:
                 return self.inner.export(prepared)
             except Exception as exc:
@@ -147,7 +79,7 @@ class EnrichingSpanExporter(SpanExporter):
             if self._closed:
                 return
             self._closed = True
-        with _Quiet():
+        with Quiet():
             try:
                 self.inner.shutdown()
             except Exception as exc:
@@ -163,35 +95,35 @@ class EnrichingSpanExporter(SpanExporter):
             return False
 
 
-def _bounded(work: Callable[[], object], timeout_s: float, name: str) -> bool:
-    """Run ``work`` in a daemon thread; True if it finished within ``timeout_s``."""
-    finished = threading.Event()
-
-    def run() -> None:
-        try:
-            with _Quiet():
-                work()
-        except Exception as exc:
-            log_once(name, exc)
-        finally:
-            finished.set()
-
-    threading.Thread(target=run, name=f"sftrace-{name.replace(' ', '-')}", daemon=True).start()
-    return finished.wait(max(0.0, timeout_s))
+def make_exporter(
+    settings: OtlpSettings, preparer: SpanPreparer, *, log_once: bool = True
+) -> SpanExporter:
+    """The exporter ``settings`` ask for: sftrace's OTLP/JSON one, or the official one."""
+    if settings.sftrace_encoder:
+        return JsonHttpSpanExporter(settings, preparer, log_once=log_once)
+    return EnrichingSpanExporter(official_exporter(settings), preparer, log_once=log_once)
 
 
 class OtlpSpanProcessor(SpanProcessor):
-    """A ``BatchSpanProcessor`` in front of an ``EnrichingSpanExporter``, made safe.
+    """Queues finished spans for export by an ``ExportWorker``, made safe.
 
-    - ``on_end`` queues the span and returns; it never raises and never blocks.
+    - ``on_end`` queues the span and returns; it never raises and never blocks. When the
+      queue is full, a span of a recorded run is spilled (``source``: where its journal
+      is) and sent from disk as soon as the queue has room.
     - ``force_flush`` and ``shutdown`` return within their time budget (shutdown: the
-      export timeout) even when the collector hangs: the exporter is then closed, so
-      whatever is still queued is dropped instead of retried.
+      export timeout) even when the collector hangs: the exporter is then closed, and
+      what is still unsent is noted beside its bundle for ``sftrace push``.
     - ``active = False`` switches it off (an SDK provider cannot remove a processor).
     """
 
-    def __init__(self, settings: OtlpSettings, exporter: SpanExporter | None = None) -> None:
-        _install_filter()
+    def __init__(
+        self,
+        settings: OtlpSettings,
+        exporter: SpanExporter | None = None,
+        *,
+        source: SpanSource | None = None,
+    ) -> None:
+        install_filter()
         self.settings = settings
         if exporter is None:
             preparer = SpanPreparer(
@@ -200,9 +132,9 @@ class OtlpSpanProcessor(SpanProcessor):
                 resource_attributes={A.SFTRACE_VERSION: __version__},
                 service_name=settings.service_name,
             )
-            exporter = EnrichingSpanExporter(official_exporter(settings), preparer)
+            exporter = make_exporter(settings, preparer)
         self.exporter = exporter
-        self._batch = BatchSpanProcessor(exporter)
+        self.worker = ExportWorker(exporter, source=source)
         self.active = True
         self._shutdown = False
         self._lock = threading.Lock()
@@ -213,16 +145,15 @@ class OtlpSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if not self.active:
             return
-        with _Quiet():
-            try:
-                self._batch.on_end(span)
-            except Exception as exc:  # never raise into the host
-                log_once("queueing a span for OTLP export", exc)
+        try:
+            self.worker.put(span)
+        except Exception as exc:  # never raise into the host
+            log_once("queueing a span for OTLP export", exc)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         if self._shutdown:
             return True
-        return _bounded(self._batch.force_flush, timeout_millis / 1000, "flushing OTLP export")
+        return self.worker.flush(timeout_millis / 1000)
 
     def shutdown(self) -> None:
         """Send what is queued within the export timeout, then stop. Idempotent."""
@@ -231,6 +162,14 @@ class OtlpSpanProcessor(SpanProcessor):
                 return
             self._shutdown = True
         self.active = False
-        if not _bounded(self._batch.shutdown, self.settings.timeout_s, "shutting down OTLP export"):
-            # The collector did not answer in time: stop retrying and drop the rest.
-            self.exporter.shutdown()
+        try:
+            self.worker.shutdown(self.settings.timeout_s, self._close)
+        except Exception as exc:
+            log_once("shutting down OTLP export", exc)
+
+    def _close(self) -> None:
+        with Quiet():
+            try:
+                self.exporter.shutdown()
+            except Exception as exc:
+                log_once("shutting down the OTLP exporter", exc)

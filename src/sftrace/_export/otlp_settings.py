@@ -19,8 +19,16 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from sftrace._errors import ConfigError
 
 PROTOCOL_HTTP = "http/protobuf"
+PROTOCOL_HTTP_JSON = "http/json"
 PROTOCOL_GRPC = "grpc"
-PROTOCOLS = (PROTOCOL_HTTP, PROTOCOL_GRPC)
+PROTOCOLS = (PROTOCOL_HTTP, PROTOCOL_HTTP_JSON, PROTOCOL_GRPC)
+# Who encodes and sends the spans: sftrace's own OTLP/JSON-over-HTTP exporter, or the
+# official OpenTelemetry exporters (protobuf over HTTP or gRPC). "auto": sftrace's for
+# HTTP, the official one for gRPC (sftrace has no gRPC encoder of its own).
+ENCODER_AUTO = "auto"
+ENCODER_SFTRACE = "sftrace"
+ENCODER_OFFICIAL = "official"
+ENCODERS = (ENCODER_AUTO, ENCODER_SFTRACE, ENCODER_OFFICIAL)
 DEFAULT_TIMEOUT_S = 10.0
 # Default cap of one payload attribute in the OTLP copy of a span. Large enough that
 # production runs (long prompts, big tool results) reach the collector whole and can be
@@ -43,6 +51,15 @@ class OtlpSettings:
     capture_content: bool = True
     max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES
     service_name: str | None = None  # for spans whose provider has none of its own
+    encoder: str = ENCODER_AUTO
+    compression: str | None = None  # "gzip" or None
+
+    @property
+    def sftrace_encoder(self) -> bool:
+        """True when sftrace's own OTLP/JSON exporter sends the spans."""
+        if self.encoder == ENCODER_OFFICIAL:
+            return False
+        return self.protocol != PROTOCOL_GRPC
 
 
 def _env(*names: str) -> str | None:
@@ -65,12 +82,53 @@ def resolve_protocol(protocol: str | None) -> str:
     value = protocol.strip().lower()
     if value in PROTOCOLS:
         return value
-    hint = (
-        "the Python OTLP exporters do not send OTLP/JSON; use 'http/protobuf'"
-        if value == "http/json"
-        else f"use one of {list(PROTOCOLS)}"
+    raise ConfigError(
+        f"{source}: unsupported OTLP protocol {protocol!r}: use one of {list(PROTOCOLS)}"
     )
-    raise ConfigError(f"{source}: unsupported OTLP protocol {protocol!r}: {hint}")
+
+
+def resolve_encoder(encoder: str | None, protocol: str) -> str:
+    """The encoder: the argument, else ``$SFTRACE_OTLP_ENCODER``, else ``auto``.
+
+    ``auto`` and ``sftrace`` send OTLP/JSON over HTTP with sftrace's own encoder; gRPC
+    always goes through the official exporter (``sftrace`` with gRPC is refused), and so
+    does ``official``, which cannot send ``http/json``.
+    """
+    source = "otlp_encoder"
+    if encoder is None:
+        encoder = _env("SFTRACE_OTLP_ENCODER")
+        source = "SFTRACE_OTLP_ENCODER"
+    if encoder is None:
+        return ENCODER_AUTO
+    value = encoder.strip().lower() if isinstance(encoder, str) else encoder
+    if value not in ENCODERS:
+        raise ConfigError(
+            f"{source}: unknown OTLP encoder {encoder!r}: use one of {list(ENCODERS)}"
+        )
+    if value == ENCODER_SFTRACE and protocol == PROTOCOL_GRPC:
+        raise ConfigError(
+            f"{source}: the sftrace encoder sends OTLP/JSON over HTTP, not gRPC; use "
+            f"otlp_encoder='official' (or 'auto') for gRPC, or protocol 'http/protobuf'"
+        )
+    if value == ENCODER_OFFICIAL and protocol == PROTOCOL_HTTP_JSON:
+        raise ConfigError(
+            f"{source}: the official Python exporters do not send OTLP/JSON ('http/json'); "
+            f"use otlp_encoder='sftrace' (or 'auto'), or protocol 'http/protobuf'"
+        )
+    return str(value)
+
+
+def resolve_compression() -> str | None:
+    """``$OTEL_EXPORTER_OTLP_TRACES_COMPRESSION``, else ``$OTEL_EXPORTER_OTLP_COMPRESSION``:
+    ``gzip`` or ``none`` (the default)."""
+    raw = _env("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION")
+    if raw is None or raw.lower() == "none":
+        return None
+    if raw.lower() == "gzip":
+        return "gzip"
+    raise ConfigError(
+        f"OTEL_EXPORTER_OTLP_COMPRESSION: unsupported compression {raw!r}: use 'gzip' or 'none'"
+    )
 
 
 def normalize_endpoint(endpoint: str, protocol: str, *, source: str = "otlp_endpoint") -> str:
@@ -87,7 +145,7 @@ def normalize_endpoint(endpoint: str, protocol: str, *, source: str = "otlp_endp
             f"URL with its scheme, e.g. 'http://127.0.0.1:4318' (http/protobuf) or "
             f"'http://127.0.0.1:4317' (grpc); http:// means plaintext, https:// TLS"
         )
-    if protocol == PROTOCOL_HTTP and parts.path in ("", "/"):
+    if protocol != PROTOCOL_GRPC and parts.path in ("", "/"):
         return text.rstrip("/") + TRACES_PATH
     return text
 
@@ -176,6 +234,7 @@ def resolve_settings(
     max_payload_bytes: int | None,
     standard_endpoint_variables: bool,
     service_name: str | None = None,
+    encoder: str | None = None,
 ) -> OtlpSettings | None:
     """The OTLP settings of ``configure()``; None when no endpoint is configured.
 
@@ -185,6 +244,7 @@ def resolve_settings(
     ``$OTEL_TRACES_EXPORTER`` names exporters without ``otlp``.
     """
     resolved_protocol = resolve_protocol(protocol)
+    resolved_encoder = resolve_encoder(encoder, resolved_protocol)
     url: str | None = None
     if endpoint is not None:
         if not isinstance(endpoint, str):
@@ -210,6 +270,8 @@ def resolve_settings(
         capture_content=resolve_capture_content(capture_content),
         max_payload_bytes=resolve_max_payload_bytes(max_payload_bytes),
         service_name=service_name,
+        encoder=resolved_encoder,
+        compression=resolve_compression(),
     )
 
 
@@ -223,7 +285,7 @@ def standard_endpoint(protocol: str) -> str | None:
     if base is None:
         return None
     checked = normalize_endpoint(base, PROTOCOL_GRPC, source="OTEL_EXPORTER_OTLP_ENDPOINT")
-    if protocol == PROTOCOL_HTTP:
+    if protocol != PROTOCOL_GRPC:
         return checked.rstrip("/") + TRACES_PATH
     return checked
 

@@ -1,8 +1,11 @@
 """Pushing archived bundles to an OTLP collector: :func:`push_bundles`.
 
-The spans are sent through the official exporters with their original trace ids, span
-ids, parents and timestamps (rebuilt from the bundle's OTLP/JSON lines), the attributes
-a bundle leaves out restored, and the same OpenInference attributes as live export.
+The spans are sent through the same exporters as live export (sftrace's OTLP/JSON one
+or the official ones, see ``otlp_encoder``) with their original trace ids, span ids,
+parents and timestamps (rebuilt from the bundle's OTLP/JSON lines), the attributes a
+bundle leaves out restored, and the same OpenInference attributes as live export. When
+live export left a note of the spans it could not send (``unsent``), only those are
+sent, and the note is removed once they were.
 """
 
 from __future__ import annotations
@@ -17,27 +20,28 @@ from typing import Any
 
 import orjson
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._export.enrich import SpanPreparer
-from sftrace._export.otlp import EXPORTER_LOGGERS, EnrichingSpanExporter
+from sftrace._export.otlp import EXPORTER_LOGGERS, make_exporter
 from sftrace._export.otlp_settings import (
     OtlpSettings,
     default_endpoint,
     normalize_endpoint,
-    official_exporter,
     parse_headers,
+    resolve_compression,
+    resolve_encoder,
     resolve_protocol,
     resolve_timeout,
     standard_endpoint,
 )
+from sftrace._export.unsent import clear_unsent, read_unsent
 from sftrace._model import attributes as A
-from sftrace._model.otlp_json import decode_attributes
+from sftrace._model.otlp_json import decode_attributes, decode_span
 from sftrace._model.text import pluralize, shorten
 
 # Spans per export request, and a soft bound on its size: collectors refuse large
@@ -79,14 +83,18 @@ def push_bundles(
     protocol: str | None = None,
     headers: Mapping[str, str] | str | None = None,
     timeout: float | None = None,
+    encoder: str | None = None,
 ) -> list[PushResult]:
     """Send archived bundles to an OTLP collector, one result per bundle.
 
     ``endpoint``, ``protocol`` and ``headers`` default like ``configure()``'s (the
     standard ``OTEL_EXPORTER_OTLP_*`` variables), then to OpenTelemetry's default local
     collector. ``timeout``: seconds per request (default ``$OTEL_EXPORTER_OTLP_TIMEOUT``
-    or 10). Bundles are loaded and checked first: an unreadable bundle raises
-    ``BundleError`` before anything is sent. Values are sent whole (no payload cap).
+    or 10). ``encoder``: like ``configure(otlp_encoder=...)`` (default
+    ``$SFTRACE_OTLP_ENCODER``, else ``auto``). Bundles are loaded and checked first: an
+    unreadable bundle raises ``BundleError`` before anything is sent. Values are sent
+    whole (no payload cap). A bundle with a note of spans live export did not send
+    (``<bundle>.otlp-unsent.json``) sends only those.
     """
     resolved_protocol = resolve_protocol(protocol)
     header_source = "headers"
@@ -102,9 +110,11 @@ def push_bundles(
         timeout_s=timeout if timeout is not None else resolve_timeout(),
         capture_content=True,
         max_payload_bytes=None,
+        encoder=resolve_encoder(encoder, resolved_protocol),
+        compression=resolve_compression(),
     )
     loaded = [(Path(path), load_bundle(path)) for path in bundles]
-    exporter = EnrichingSpanExporter(official_exporter(settings), SpanPreparer(), log_once=False)
+    exporter = make_exporter(settings, SpanPreparer(), log_once=False)
     results = []
     try:
         for path, bundle in loaded:
@@ -114,13 +124,15 @@ def push_bundles(
     return results
 
 
-def _push_one(
-    exporter: EnrichingSpanExporter, path: Path, bundle: Bundle, endpoint: str
-) -> PushResult:
+def _push_one(exporter: SpanExporter, path: Path, bundle: Bundle, endpoint: str) -> PushResult:
     result = PushResult(path, run_id=bundle.run_id, trace_id=bundle.manifest.trace_id)
-    spans = spans_of_bundle(bundle)
+    lines: Sequence[dict[str, Any]] = bundle.spans
+    unsent = read_unsent(path)
+    if unsent is not None:  # live export sent the others already
+        lines = [line for line in lines if line.get("spanId") in unsent]
+    spans = spans_of_bundle(bundle, lines)
     with _capture_exporter_logs() as messages:
-        for batch in _batches(bundle.spans, spans):
+        for batch in _batches(lines, spans):
             if exporter.export(batch) is not SpanExportResult.SUCCESS:
                 reason = " | ".join(dict.fromkeys(shorten(m, 500) for m in messages)) or "no detail"
                 result.error = (
@@ -130,6 +142,8 @@ def _push_one(
                 )
                 return result
             result.spans += len(batch)
+    if unsent is not None:
+        clear_unsent(path)
     return result
 
 
@@ -191,8 +205,11 @@ def exporter_logs_silenced() -> Iterator[None]:
             logger.propagate = propagate
 
 
-def spans_of_bundle(bundle: Bundle) -> list[ReadableSpan]:
-    """The bundle's spans as SDK spans, as they were recorded (aliases restored)."""
+def spans_of_bundle(
+    bundle: Bundle, lines: Sequence[dict[str, Any]] | None = None
+) -> list[ReadableSpan]:
+    """The bundle's spans (or those of its ``lines``) as SDK spans, as they were recorded
+    (aliases restored)."""
     manifest = bundle.manifest
     resource = Resource(decode_attributes(manifest.resource.get("attributes") or ()))
     scope_info = manifest.scope or {}
@@ -200,51 +217,5 @@ def spans_of_bundle(bundle: Bundle) -> list[ReadableSpan]:
         str(scope_info.get("name") or A.INSTRUMENTATION_SCOPE),
         str(scope_info.get("version") or "") or None,
     )
-    return [_span_from_json(span, resource, scope) for span in bundle.spans]
-
-
-def _span_from_json(
-    span: dict[str, Any], resource: Resource, scope: InstrumentationScope
-) -> ReadableSpan:
-    trace_id = int(span["traceId"], 16)
-    attributes = decode_attributes(span.get("attributes") or ())
-    if attributes.get(A.KIND) == A.KIND_TOOL:
-        # Recording sets these GenAI aliases on tool spans; bundles leave them out.
-        if A.INPUT in attributes:
-            attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = attributes[A.INPUT]
-        if A.OUTPUT in attributes:
-            attributes[A.GEN_AI_TOOL_CALL_RESULT] = attributes[A.OUTPUT]
-    parent_id = span.get("parentSpanId")
-    status = span.get("status") or {}
-    code = StatusCode(int(status.get("code", 0)))
-    return ReadableSpan(
-        name=str(span["name"]),
-        context=_context(trace_id, span["spanId"]),
-        parent=_context(trace_id, parent_id) if parent_id else None,
-        resource=resource,
-        attributes=attributes,
-        events=tuple(
-            Event(
-                str(event.get("name", "")),
-                decode_attributes(event.get("attributes") or ()),
-                int(event.get("timeUnixNano", 0)),
-            )
-            for event in span.get("events", ())
-        ),
-        links=tuple(
-            Link(
-                _context(int(link["traceId"], 16), link["spanId"]),
-                decode_attributes(link.get("attributes") or ()),
-            )
-            for link in span.get("links", ())
-        ),
-        kind=SpanKind(max(int(span.get("kind", 1)) - 1, 0)),
-        status=Status(code, status.get("message") if code is StatusCode.ERROR else None),
-        start_time=int(span.get("startTimeUnixNano", 0)),
-        end_time=int(span.get("endTimeUnixNano", 0)),
-        instrumentation_scope=scope,
-    )
-
-
-def _context(trace_id: int, span_id: str) -> SpanContext:
-    return SpanContext(trace_id, int(span_id, 16), False, TraceFlags(TraceFlags.SAMPLED))
+    chosen = bundle.spans if lines is None else lines
+    return [decode_span(span, resource, scope) for span in chosen]

@@ -15,6 +15,10 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from sftrace._model import attributes as A
 
 JSONDict = dict[str, Any]
 
@@ -131,11 +135,13 @@ def encode_span(
     drop: frozenset[str] = frozenset(),
     *,
     attributes: Mapping[str, Any] | None = None,
+    events: Sequence[Event] | None = None,
 ) -> JSONDict:
     """One finished SDK span as an OTLP/JSON ``Span`` object.
 
     ``drop`` names attributes left out (the aliases a bundle restores on read);
-    ``attributes``: the span's attributes when the caller already has them as a dict.
+    ``attributes`` / ``events``: the span's own, or others to encode in their place (the
+    caller's dict of its attributes, or the OTLP copy's attributes and events).
     """
     context = span.context
     assert context is not None
@@ -153,14 +159,16 @@ def encode_span(
     }
     if span.parent is not None:
         encoded["parentSpanId"] = span_id_hex(span.parent.span_id)
-    if span.events:
+    if events is None:
+        events = span.events
+    if events:
         encoded["events"] = [
             {
                 "timeUnixNano": str(event.timestamp),
                 "name": event.name,
                 "attributes": encode_attributes(event.attributes),
             }
-            for event in span.events
+            for event in events
         ]
     if span.links:
         encoded["links"] = [
@@ -183,3 +191,79 @@ def _encode_status(span: ReadableSpan) -> JSONDict:
     if status.description:
         encoded["message"] = status.description
     return encoded
+
+
+def encode_request(
+    groups: Iterable[tuple[Resource, InstrumentationScope | None, list[JSONDict]]],
+) -> JSONDict:
+    """An OTLP/JSON ``ExportTraceServiceRequest``: encoded spans with their resource and
+    scope, one ``resourceSpans`` entry per resource and one ``scopeSpans`` per scope."""
+    by_resource: dict[int, tuple[Resource, list[JSONDict]]] = {}
+    for resource, scope, spans in groups:
+        entry = by_resource.get(id(resource))
+        if entry is None:
+            entry = by_resource[id(resource)] = (resource, [])
+        encoded_scope: JSONDict = {}
+        if scope is not None:
+            encoded_scope["name"] = scope.name
+            if scope.version:
+                encoded_scope["version"] = scope.version
+        entry[1].append({"scope": encoded_scope, "spans": spans})
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": encode_attributes(resource.attributes)},
+                "scopeSpans": scope_spans,
+            }
+            for resource, scope_spans in by_resource.values()
+        ]
+    }
+
+
+def decode_span(
+    span: Mapping[str, Any], resource: Resource, scope: InstrumentationScope | None
+) -> ReadableSpan:
+    """An OTLP/JSON ``Span`` object (a bundle line) back to a finished SDK span, with the
+    GenAI aliases a bundle leaves out of tool spans restored."""
+    trace_id = int(span["traceId"], 16)
+    attributes = decode_attributes(span.get("attributes") or ())
+    if attributes.get(A.KIND) == A.KIND_TOOL:
+        # Recording sets these GenAI aliases on tool spans; bundles leave them out.
+        if A.INPUT in attributes:
+            attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = attributes[A.INPUT]
+        if A.OUTPUT in attributes:
+            attributes[A.GEN_AI_TOOL_CALL_RESULT] = attributes[A.OUTPUT]
+    parent_id = span.get("parentSpanId")
+    status = span.get("status") or {}
+    code = StatusCode(int(status.get("code", 0)))
+    return ReadableSpan(
+        name=str(span["name"]),
+        context=_context(trace_id, span["spanId"]),
+        parent=_context(trace_id, parent_id) if parent_id else None,
+        resource=resource,
+        attributes=attributes,
+        events=tuple(
+            Event(
+                str(event.get("name", "")),
+                decode_attributes(event.get("attributes") or ()),
+                int(event.get("timeUnixNano", 0)),
+            )
+            for event in span.get("events", ())
+        ),
+        links=tuple(
+            Link(
+                _context(int(link["traceId"], 16), link["spanId"]),
+                decode_attributes(link.get("attributes") or ()),
+            )
+            for link in span.get("links", ())
+        ),
+        kind=SpanKind(max(int(span.get("kind", 1)) - 1, 0)),
+        status=Status(code, status.get("message") if code is StatusCode.ERROR else None),
+        start_time=int(span.get("startTimeUnixNano", 0)),
+        end_time=int(span.get("endTimeUnixNano", 0)),
+        instrumentation_scope=scope,
+    )
+
+
+def _context(trace_id: int, span_id: str) -> SpanContext:
+    return SpanContext(trace_id, int(span_id, 16), False, TraceFlags(TraceFlags.SAMPLED))

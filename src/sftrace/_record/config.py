@@ -7,7 +7,8 @@ to it; otherwise it creates one and sets it as the global provider. ``record()``
 configures the defaults by itself the first time it is used.
 
 OTLP export (``otlp_endpoint`` or the standard ``OTEL_EXPORTER_OTLP_*`` variables) adds
-a batching processor in front of the official OTLP exporters (see ``_export.otlp``).
+a processor that sends spans from a background worker, through sftrace's own OTLP/JSON
+encoder or the official OTLP exporters (see ``_export.otlp``).
 
 ``OTEL_SDK_DISABLED=true`` turns OpenTelemetry off for the application: sftrace then
 exports nothing over OTLP, but ``record()`` and replay keep working (bundles are
@@ -127,6 +128,7 @@ def configure(
     otlp_endpoint: str | None = None,
     otlp_protocol: str | None = None,
     otlp_headers: Mapping[str, str] | str | None = None,
+    otlp_encoder: str | None = None,
     service_name: str | None = None,
     capture_content: bool | None = None,
     max_payload_bytes: int | None = None,
@@ -150,11 +152,16 @@ def configure(
             ``otlp``). An application's own provider already exports according to those
             variables, so sftrace does not add a second exporter for them. With no
             endpoint, nothing touches the network.
-        otlp_protocol: ``"http/protobuf"`` or ``"grpc"``. Default:
+        otlp_protocol: ``"http/protobuf"``, ``"http/json"`` or ``"grpc"``. Default:
             ``$OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, ``$OTEL_EXPORTER_OTLP_PROTOCOL``,
             else ``"http/protobuf"``.
         otlp_headers: headers for every export request (a dict, or ``"k=v,k2=v2"``).
             Default: ``$OTEL_EXPORTER_OTLP_TRACES_HEADERS``, ``$OTEL_EXPORTER_OTLP_HEADERS``.
+        otlp_encoder: who encodes and sends the spans: ``"sftrace"`` (sftrace's own
+            encoder: OTLP/JSON over HTTP to the same endpoint, several times cheaper in
+            CPU than protobuf), ``"official"`` (the OpenTelemetry protobuf exporters,
+            HTTP or gRPC) or ``"auto"`` (sftrace's for HTTP, the official one for gRPC).
+            Default: ``$SFTRACE_OTLP_ENCODER``, else ``"auto"``.
         service_name: ``service.name`` of a provider sftrace creates. Default:
             ``$OTEL_SERVICE_NAME``, else ``"sftrace"``. On an application's provider
             that has no service name of its own, sftrace's OTLP export uses it too.
@@ -182,6 +189,7 @@ def configure(
             endpoint=otlp_endpoint,
             protocol=otlp_protocol,
             headers=otlp_headers,
+            encoder=otlp_encoder,
             capture_content=capture_content,
             max_payload_bytes=max_payload_bytes,
             standard_endpoint_variables=existing is None or existing is _own_provider,
@@ -253,7 +261,7 @@ def _apply_otlp(state: State, settings: OtlpSettings | None) -> None:
         state.processors.remove(current)
         state.otlp = None
     if settings is not None:
-        processor = OtlpSpanProcessor(settings)
+        processor = OtlpSpanProcessor(settings, source=state.bundle_exporter)
         state.provider.add_span_processor(processor)
         state.processors.append(processor)
         state.otlp = processor

@@ -1,0 +1,182 @@
+"""sftrace's own OTLP exporter: OTLP/JSON over HTTP, encoded from sftrace's span mapping.
+
+The official Python exporters encode through the protobuf runtime, which costs more CPU
+per span than recording the span did; in CPython that CPU is taken from the agent (the
+exporting thread needs the GIL). This exporter encodes each span with the mapping
+bundles are written with (``_model.otlp_json``: the OpenTelemetry Collector's OTLP/JSON),
+serializes the request with orjson and POSTs it (``Content-Type: application/json``) to
+the collector's OTLP/HTTP endpoint, which accepts JSON as well as protobuf.
+
+It keeps the exporter contract: ``export`` never raises and returns a
+``SpanExportResult``; ``shutdown`` is idempotent and stops retries at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import http.client
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from sftrace._export.enrich import SpanPreparer
+from sftrace._export.otlp_logging import OTLP_LOGGER, Quiet, install_filter
+from sftrace._export.otlp_settings import OtlpSettings
+from sftrace._model.otlp_json import JSONDict, encode_request, encode_span
+from sftrace._version import __version__
+
+__all__ = ["JsonHttpSpanExporter", "encode_spans_json"]
+
+logger = logging.getLogger(OTLP_LOGGER)
+# Answers worth retrying (the OTLP/HTTP specification's list), and the backoff bounds.
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+_FIRST_BACKOFF_S = 0.05
+_MAX_BACKOFF_S = 2.0
+
+
+def encode_spans_json(spans: Sequence[ReadableSpan], preparer: SpanPreparer) -> bytes:
+    """The OTLP/JSON ``ExportTraceServiceRequest`` of the OTLP copies of ``spans``."""
+    groups: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[JSONDict]]]
+    groups = {}
+    for span in spans:
+        attributes, events, resource = preparer.prepare_parts(span)
+        scope = span.instrumentation_scope
+        key = (id(resource), id(scope))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (resource, scope, [])
+        group[2].append(encode_span(span, attributes=attributes, events=events))
+    return orjson.dumps(encode_request(groups.values()))
+
+
+class JsonHttpSpanExporter(SpanExporter):
+    """POSTs OTLP/JSON requests to ``settings.endpoint`` (keep-alive, gzip if configured).
+
+    A request that fails with a connection error or a retryable status (429, 502, 503,
+    504) is retried with exponential backoff until ``settings.timeout_s`` has passed.
+    ``log_once``: log each cause of failure once (``sftrace push`` logs every one).
+    """
+
+    def __init__(
+        self, settings: OtlpSettings, preparer: SpanPreparer | None = None, *, log_once: bool = True
+    ) -> None:
+        parts = urlsplit(settings.endpoint)
+        self.settings = settings
+        self.preparer = preparer or SpanPreparer()
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "localhost"
+        self._port = parts.port or (443 if self._https else 80)
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._headers = {
+            "Content-Type": "application/json",
+            "User-Agent": f"sftrace/{__version__}",
+            **dict(settings.headers),
+        }
+        if settings.compression == "gzip":
+            self._headers["Content-Encoding"] = "gzip"
+        self._connection: http.client.HTTPConnection | None = None
+        self._quiet = log_once
+        if log_once:
+            install_filter()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._closed.is_set():
+            return SpanExportResult.FAILURE
+        if not spans:
+            return SpanExportResult.SUCCESS
+        try:
+            body = encode_spans_json(spans, self.preparer)
+            if self.settings.compression == "gzip":
+                body = gzip.compress(body, compresslevel=1)
+        except Exception as exc:
+            with self._logging():
+                logger.warning("Failed to encode spans as OTLP/JSON: %r", exc)
+            return SpanExportResult.FAILURE
+        with self._lock, self._logging():
+            return self._send(body, len(spans))
+
+    def shutdown(self) -> None:
+        """Stop: retries end at once, later exports fail without the network. Idempotent."""
+        self._closed.set()
+        self._disconnect()  # without the lock: a hung request fails at once
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True  # nothing is buffered here
+
+    # -- internals -------------------------------------------------------------------
+    def _logging(self) -> Any:
+        return Quiet() if self._quiet else _NoQuiet()
+
+    def _send(self, body: bytes, count: int) -> SpanExportResult:
+        deadline = time.monotonic() + self.settings.timeout_s
+        backoff = _FIRST_BACKOFF_S
+        while True:
+            reason = self._post(body, deadline)
+            if reason is None:
+                return SpanExportResult.SUCCESS
+            retry, message = reason
+            remaining = deadline - time.monotonic()
+            if not retry or remaining <= backoff or self._closed.wait(backoff):
+                logger.warning(
+                    "Failed to export %d spans to %s: %s", count, self.settings.endpoint, message
+                )
+                return SpanExportResult.FAILURE
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+    def _post(self, body: bytes, deadline: float) -> tuple[bool, str] | None:
+        """One POST; None on success, else (worth retrying, why)."""
+        try:
+            connection = self._connect(max(0.01, deadline - time.monotonic()))
+            connection.request("POST", self._path, body, self._headers)
+            response = connection.getresponse()
+            reply = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self._disconnect()
+            return True, f"{type(exc).__name__}: {exc}"
+        if response.will_close:
+            self._disconnect()
+        if 200 <= response.status < 300:
+            return None
+        detail = reply[:300].decode("utf-8", "replace").strip()
+        return (
+            response.status in RETRYABLE_STATUS,
+            f"HTTP {response.status} {response.reason}" + (f": {detail}" if detail else ""),
+        )
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        connection = self._connection
+        if connection is None:
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            connection = kind(self._host, self._port, timeout=timeout)
+            self._connection = connection
+        else:
+            connection.timeout = timeout
+            if connection.sock is not None:
+                connection.sock.settimeout(timeout)
+        return connection
+
+    def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):  # closing a broken one must not raise
+                connection.close()
+
+
+class _NoQuiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
