@@ -121,7 +121,7 @@ class OtlpSink:
             self.headers.append(headers)
             self._changed.notify_all()
 
-    def start_http(self) -> int:
+    def start_http(self, port: int = 0) -> int:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -148,7 +148,7 @@ class OtlpSink:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
         self._http = server

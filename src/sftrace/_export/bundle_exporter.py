@@ -173,6 +173,8 @@ class BundleSpanExporter(SpanExporter):
             run.totals.add(attributes)
             if attributes.get(A.KIND) == A.KIND_RUN:  # the run span is the trace's root
                 del self._runs[trace_id]
+                # While the bundle is being finished its spans are still in the journal.
+                self._remember(trace_id, run.writer.partial_dir / JOURNAL_FILE)
                 if run.final_path is not None:
                     # A registered run: record() collects its outcome. Runs this exporter
                     # opened by itself keep none (nobody asks; a long-lived process would
@@ -181,6 +183,13 @@ class BundleSpanExporter(SpanExporter):
             else:
                 return
         self._finish(run, span)
+
+    def _remember(self, trace_id: int, path: Path) -> None:
+        """Note where a finished run's spans are (under the lock; the latest runs only)."""
+        self._placed.pop(trace_id, None)
+        if len(self._placed) >= _PLACED_KEPT:
+            del self._placed[next(iter(self._placed))]
+        self._placed[trace_id] = path
 
     def _open_unregistered(self, trace_id: int) -> _Run:
         assert self._directory is not None
@@ -207,9 +216,7 @@ class BundleSpanExporter(SpanExporter):
             run.outcome.path = run.writer.finalize(manifest, path, overwrite=run.overwrite)
             if root.context is not None:
                 with self._lock:
-                    if len(self._placed) >= _PLACED_KEPT:
-                        del self._placed[next(iter(self._placed))]
-                    self._placed[root.context.trace_id] = run.outcome.path
+                    self._remember(root.context.trace_id, run.outcome.path)
         except Exception as exc:
             run.writer.close()  # the journal stays: `sftrace recover` can rebuild the run
             run.outcome.error = exc

@@ -42,6 +42,9 @@ logger = logging.getLogger(OTLP_LOGGER)
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 _FIRST_BACKOFF_S = 0.05
 _MAX_BACKOFF_S = 2.0
+# SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote parent.
+_LOCAL_FLAGS = 0x100
+_REMOTE_FLAGS = 0x300
 
 
 def encode_spans_json(spans: Sequence[ReadableSpan], preparer: SpanPreparer) -> bytes:
@@ -55,8 +58,29 @@ def encode_spans_json(spans: Sequence[ReadableSpan], preparer: SpanPreparer) -> 
         group = groups.get(key)
         if group is None:
             group = groups[key] = (resource, scope, [])
-        group[2].append(encode_span(span, attributes=attributes, events=events))
+        encoded = encode_span(span, attributes=attributes, events=events)
+        _add_wire_fields(encoded, span)
+        group[2].append(encoded)
     return orjson.dumps(encode_request(groups.values()))
+
+
+def _add_wire_fields(encoded: JSONDict, span: ReadableSpan) -> None:
+    """What OTLP carries beyond a bundle line, set as the official encoder sets it: span
+    flags (whether the parent is remote), the W3C trace state, dropped counts."""
+    parent = span.parent
+    encoded["flags"] = _REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS
+    context = span.context
+    if context is not None and context.trace_state:
+        encoded["traceState"] = ",".join(f"{k}={v}" for k, v in context.trace_state.items())
+    for key, count in (
+        ("droppedAttributesCount", span.dropped_attributes),
+        ("droppedEventsCount", span.dropped_events),
+        ("droppedLinksCount", span.dropped_links),
+    ):
+        if count:
+            encoded[key] = count
+    for link, encoded_link in zip(span.links, encoded.get("links", ()), strict=False):
+        encoded_link["flags"] = _REMOTE_FLAGS if link.context.is_remote else _LOCAL_FLAGS
 
 
 class JsonHttpSpanExporter(SpanExporter):

@@ -1,0 +1,268 @@
+"""sftrace's OTLP/JSON encoder against the official one, and the export worker's spill:
+a tiny queue or a collector that is down loses no span of a recorded run."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import sample_agents as agents
+import sftrace
+from otlp_sink import OtlpSink
+from sftrace import load_bundle, record, trace_tool
+from sftrace._export.enrich import SpanPreparer
+from sftrace._export.otlp import make_exporter
+from sftrace._export.otlp_http import encode_spans_json
+from sftrace._export.otlp_settings import OtlpSettings
+from sftrace._export.push import push_bundles
+from sftrace._export.unsent import read_unsent, unsent_path
+from sftrace._record.config import get_state
+
+ENV_NAMES = (
+    "SFTRACE_OTLP_ENDPOINT",
+    "SFTRACE_OTLP_ENCODER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_SDK_DISABLED",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def provider() -> Iterator[TracerProvider]:
+    made = TracerProvider()
+    yield made
+    made.shutdown()
+
+
+@pytest.fixture
+def sink() -> Iterator[OtlpSink]:
+    receiver = OtlpSink()
+    receiver.start_http()
+    yield receiver
+    receiver.stop()
+
+
+def url(sink: OtlpSink) -> str:
+    assert sink._http is not None
+    return f"http://127.0.0.1:{sink._http.server_address[1]}/v1/traces"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@trace_tool
+def step(number: int) -> dict[str, Any]:
+    return {"step": number, "text": "ok " * 20}
+
+
+def received(sink: OtlpSink) -> dict[str, dict[str, Any]]:
+    return {span.span_id: span.attributes for span in sink.spans()}
+
+
+@pytest.mark.parametrize("options", [{}, {"capture_content": False, "max_payload_bytes": 40}])
+def test_both_encoders_deliver_the_same_otlp_copy(
+    sink: OtlpSink, spans: InMemorySpanExporter, options: dict[str, Any]
+) -> None:
+    """sftrace's OTLP/JSON and the official protobuf exporter deliver the same spans with
+    the same attributes (OpenInference, cap marker, content stripping) and resource."""
+    with record("encoders"):
+        agents.booking_agent()
+    finished = spans.get_finished_spans()
+    results = {}
+    for encoder in ("sftrace", "official"):
+        sink.clear()
+        settings = OtlpSettings(endpoint=url(sink), protocol="http/protobuf", encoder=encoder)
+        exporter = make_exporter(settings, SpanPreparer(**options))
+        assert exporter.export(finished) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        assert sink.headers[0]["content-type"].startswith(
+            "application/json" if encoder == "sftrace" else "application/x-protobuf"
+        )
+        results[encoder] = ({s.span_id: s for s in sink.spans()}, received(sink))
+    ours, official = results["sftrace"], results["official"]
+    assert ours[1] == official[1]
+    assert len(ours[1]) == len(finished) == 4
+    for span_id, span in ours[0].items():
+        theirs = official[0][span_id]
+        assert span.span == theirs.span
+        assert (span.resource, span.scope_name) == (theirs.resource, theirs.scope_name)
+    if options:
+        assert all("sftrace.input" not in attributes for attributes in ours[1].values())
+
+
+def test_gzip_and_headers_reach_the_collector(
+    sink: OtlpSink, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OTEL_EXPORTER_OTLP_COMPRESSION=gzip and the headers apply to sftrace's encoder."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    with record("gzip"):
+        agents.booking_agent()
+    settings = OtlpSettings(
+        endpoint=url(sink),
+        protocol="http/protobuf",
+        headers=(("authorization", "Bearer t"),),
+        compression="gzip",
+    )
+    exporter = make_exporter(settings, SpanPreparer())
+    assert exporter.export(spans.get_finished_spans()) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    assert sink.headers[0]["content-encoding"] == "gzip"
+    assert sink.headers[0]["authorization"] == "Bearer t"
+    assert len(sink.spans()) == 4
+
+
+def test_the_request_is_the_bundle_mapping_of_the_otlp_copy(
+    spans: InMemorySpanExporter,
+) -> None:
+    """Each encoded span is the OTLP/JSON mapping of its OTLP copy (hex ids, the
+    enrichment), grouped under its resource and scope."""
+    with record("mapping"):
+        agents.booking_agent()
+    finished = spans.get_finished_spans()
+    request = orjson.loads(encode_spans_json(finished, SpanPreparer()))
+    (resource_spans,) = request["resourceSpans"]
+    (scope_spans,) = resource_spans["scopeSpans"]
+    assert scope_spans["scope"]["name"] == "sftrace"
+    encoded = scope_spans["spans"]
+    assert [s["spanId"] for s in encoded] == [f"{s.context.span_id:016x}" for s in finished]
+    kinds = {
+        a["value"]["stringValue"]
+        for s in encoded
+        for a in s["attributes"]
+        if a["key"] == "openinference.span.kind"
+    }
+    assert kinds == {"AGENT", "TOOL", "LLM"}
+
+
+def configure_export(
+    provider: TracerProvider, endpoint: str, monkeypatch: pytest.MonkeyPatch, **limits: str
+) -> None:
+    for name, value in limits.items():
+        monkeypatch.setenv(name, value)
+    sftrace.configure(tracer_provider=provider, otlp_endpoint=endpoint)
+
+
+def test_a_tiny_queue_spills_to_the_journal_and_drops_nothing(
+    provider: TracerProvider, sink: OtlpSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room for 2 spans, a 200-call run overflows the queue: the overflow is read
+    back from the journal and every span arrives once."""
+    configure_export(
+        provider,
+        url(sink),
+        monkeypatch,
+        OTEL_BSP_MAX_QUEUE_SIZE="2",
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2",
+        OTEL_BSP_SCHEDULE_DELAY="5",
+    )
+    with record("tiny-queue") as session:
+        for number in range(200):
+            step(number)
+    processor = get_state().otlp
+    assert processor is not None
+    assert processor.force_flush(20_000)
+    ids = [s.span_id for s in sink.spans() if s.trace_id == session.trace_id]
+    assert len(ids) == len(set(ids)) == 201
+    assert processor.worker.spilled > 0
+    assert processor.worker.dropped == 0
+
+
+def test_a_collector_that_comes_up_later_gets_every_span(
+    provider: TracerProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Spans recorded while nothing listens are kept (spilled) and sent once the
+    collector is up."""
+    port = free_port()
+    configure_export(
+        provider,
+        f"http://127.0.0.1:{port}",
+        monkeypatch,
+        OTEL_EXPORTER_OTLP_TIMEOUT="0.2",
+        OTEL_BSP_SCHEDULE_DELAY="5",
+    )
+    with record("down-then-up", output=tmp_path / "run.sftrace") as session:
+        for number in range(30):
+            step(number)
+    processor = get_state().otlp
+    assert processor is not None
+    assert not processor.force_flush(500)  # nothing listens yet
+    late = OtlpSink()
+    late.start_http(port)
+    try:
+        assert processor.force_flush(20_000)
+        ids = {s.span_id for s in late.spans() if s.trace_id == session.trace_id}
+    finally:
+        late.stop()
+    assert len(ids) == 31
+    assert processor.worker.dropped == 0
+
+
+def test_unsent_spans_at_shutdown_stay_for_push_which_sends_only_them(
+    provider: TracerProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sink: OtlpSink
+) -> None:
+    """Shutdown with the collector down notes the unsent spans beside the bundle; push
+    sends exactly those (and removes the note); the bundle itself is unchanged."""
+    configure_export(
+        provider,
+        f"http://127.0.0.1:{free_port()}",
+        monkeypatch,
+        OTEL_EXPORTER_OTLP_TIMEOUT="0.3",
+        OTEL_BSP_SCHEDULE_DELAY="5",
+    )
+    path = tmp_path / "run.sftrace"
+    with record("unsent", output=path):
+        for number in range(5):
+            step(number)
+    provider.shutdown()
+    unsent = read_unsent(path)
+    bundle = load_bundle(path, verify_integrity=True)
+    assert unsent == {line["spanId"] for line in bundle.spans}
+    # Pretend two spans had been sent: push sends the other four.
+    kept = sorted(unsent)[2:]
+    note = orjson.loads(unsent_path(path).read_bytes())
+    unsent_path(path).write_bytes(orjson.dumps({**note, "span_ids": kept}))
+    (result,) = push_bundles([path], endpoint=url(sink))
+    assert result.ok
+    assert result.spans == 4
+    assert {s.span_id for s in sink.spans()} == set(kept)
+    assert not unsent_path(path).exists()
+
+
+def test_spans_of_no_recorded_run_are_counted_when_dropped(
+    sink: OtlpSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A span with no journal to read back from, over a full queue, is counted as
+    dropped (never raised to the host)."""
+    from sftrace._export.otlp import OtlpSpanProcessor
+
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
+    settings = OtlpSettings(endpoint=url(sink), protocol="http/protobuf")
+    processor = OtlpSpanProcessor(settings)
+    own = TracerProvider()
+    own.add_span_processor(processor)
+    tracer = own.get_tracer("app")
+    for _ in range(3):
+        with tracer.start_as_current_span("app-span"):
+            pass
+    assert processor.worker.dropped == 2
+    own.shutdown()
+    assert [s.span.name for s in sink.spans()] == ["app-span"]
