@@ -79,6 +79,8 @@ class BundleSpanExporter(SpanExporter):
         self._outcomes: dict[int, RunOutcome] = {}
         # Bundles of the latest finished runs, for OTLP export reading spans back.
         self._placed: dict[int, Path] = {}
+        # The line of the span this thread journaled last (see journaled_line).
+        self._last = threading.local()
         self._lock = threading.Lock()
         self._shutdown = False
 
@@ -115,6 +117,14 @@ class BundleSpanExporter(SpanExporter):
             if run is not None:
                 return run.writer.partial_dir / JOURNAL_FILE
             return self._placed.get(trace_id)
+
+    def journaled_line(self, span: ReadableSpan) -> bytes | None:
+        """The bundle line of ``span`` if it is the span this thread journaled last
+        (OTLP export reuses its encoding; span processors run one after the other)."""
+        last = getattr(self._last, "entry", None)
+        if last is not None and last[0] is span:
+            return last[1]  # type: ignore[no-any-return]
+        return None
 
     def has_spans(self, trace_id: int) -> bool:
         """True if the trace is a run whose spans are journaled (cheap, no lock)."""
@@ -168,6 +178,7 @@ class BundleSpanExporter(SpanExporter):
                 encode_span(span, _DROPPED, attributes=attributes),
                 option=orjson.OPT_APPEND_NEWLINE,
             )
+            self._last.entry = (span, line)
             seq = attributes.get(A.SEQ)
             run.writer.append(line, span.start_time or 0, seq if isinstance(seq, int) else None)
             run.totals.add(attributes)

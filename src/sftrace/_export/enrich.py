@@ -54,6 +54,8 @@ ENRICHMENT_ATTRIBUTES = frozenset(
         A.TOOL_NAME,
     }
 )
+# Attributes bundle lines leave out (they repeat sftrace.input / sftrace.output).
+_LINE_ALIASES = A.INPUT_ALIASES + A.OUTPUT_ALIASES
 # The SDK's service.name when nobody set one ("unknown_service:python").
 _SDK_DEFAULT_SERVICE = "unknown_service"
 _SPAN_KINDS = {
@@ -162,6 +164,26 @@ class SpanPreparer:
             if truncated:
                 attributes[A.TRUNCATED] = tuple(truncated)
         return attributes, events, self._resource(span.resource)
+
+    def additions(self, attributes: Mapping[str, Any], line_bytes: int) -> dict[str, Any] | None:
+        """What the OTLP copy adds to a span whose bundle line is ``line_bytes`` long and
+        whose attributes the copy otherwise keeps as they are: the OpenInference
+        attributes and the aliases bundles leave out. None when the copy must change
+        attributes (content stripping, or a value that may be over the cap)."""
+        if not self.capture_content:
+            return None
+        if self.max_payload_bytes and line_bytes > self.max_payload_bytes:
+            return None  # no value in a line is longer than the line
+        added = {key: attributes[key] for key in _LINE_ALIASES if key in attributes}
+        if A.KIND in attributes:
+            for key, value in openinference_attributes(attributes).items():
+                if key not in attributes:
+                    added[key] = value
+        return added
+
+    def resource_for(self, resource: Resource) -> Resource:
+        """The OTLP copy's resource (the span's, with sftrace's defaults added)."""
+        return self._resource(resource)
 
     def _cap(self, attributes: dict[str, Any]) -> list[str]:
         limit = self.max_payload_bytes

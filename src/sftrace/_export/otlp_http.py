@@ -32,7 +32,13 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from sftrace._export.enrich import SpanPreparer
 from sftrace._export.otlp_logging import OTLP_LOGGER, Quiet, install_filter
 from sftrace._export.otlp_settings import OtlpSettings
-from sftrace._model.otlp_json import JSONDict, encode_request, encode_span
+from sftrace._model.otlp_json import (
+    JSONDict,
+    encode_attributes,
+    encode_request,
+    encode_span,
+    plain_attributes,
+)
 from sftrace._version import __version__
 
 __all__ = ["JsonHttpSpanExporter", "encode_spans_json"]
@@ -42,26 +48,68 @@ logger = logging.getLogger(OTLP_LOGGER)
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 _FIRST_BACKOFF_S = 0.05
 _MAX_BACKOFF_S = 2.0
+# Where a line's attributes start (the span's own: they come before events and links).
+_ATTRIBUTES = b'"attributes":['
 # SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote parent.
 _LOCAL_FLAGS = 0x100
 _REMOTE_FLAGS = 0x300
 
 
-def encode_spans_json(spans: Sequence[ReadableSpan], preparer: SpanPreparer) -> bytes:
-    """The OTLP/JSON ``ExportTraceServiceRequest`` of the OTLP copies of ``spans``."""
-    groups: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[JSONDict]]]
+def encode_spans_json(
+    spans: Sequence[ReadableSpan],
+    preparer: SpanPreparer,
+    lines: Sequence[bytes | None] | None = None,
+) -> bytes:
+    """The OTLP/JSON ``ExportTraceServiceRequest`` of the OTLP copies of ``spans``.
+
+    ``lines``: the spans' bundle lines where known (None where not). A bundle line is the
+    span's OTLP/JSON already (``_model.otlp_json``); when the OTLP copy only adds
+    attributes to it (see ``SpanPreparer.additions``), they are spliced into the line
+    instead of encoding the span again, the costliest part of export.
+    """
+    groups: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[Any]]]
     groups = {}
-    for span in spans:
-        attributes, events, resource = preparer.prepare_parts(span)
+    for number, span in enumerate(spans):
+        line = lines[number] if lines is not None else None
+        encoded: Any = _spliced(span, line, preparer) if line is not None else None
+        if encoded is None:
+            attributes, events, _ = preparer.prepare_parts(span)
+            encoded = encode_span(span, attributes=attributes, events=events)
+            _add_wire_fields(encoded, span)
+        resource = preparer.resource_for(span.resource)
         scope = span.instrumentation_scope
         key = (id(resource), id(scope))
         group = groups.get(key)
         if group is None:
             group = groups[key] = (resource, scope, [])
-        encoded = encode_span(span, attributes=attributes, events=events)
-        _add_wire_fields(encoded, span)
         group[2].append(encoded)
     return orjson.dumps(encode_request(groups.values()))
+
+
+def _spliced(span: ReadableSpan, line: bytes, preparer: SpanPreparer) -> orjson.Fragment | None:
+    """The span's bundle line with the OTLP copy's additions and flags, or None when the
+    copy differs in more than added attributes."""
+    if span.dropped_attributes or span.dropped_events or span.dropped_links:
+        return None
+    context, parent = span.context, span.parent
+    if context is None or context.trace_state or span.links:
+        return None
+    added = preparer.additions(plain_attributes(span), len(line))
+    if added is None:
+        return None
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    at = line.find(_ATTRIBUTES)
+    if at < 0 or line[-1:] != b"}":
+        return None
+    at += len(_ATTRIBUTES)
+    flags = _REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS
+    tail = b',"flags":%d}' % flags
+    if not added:
+        return orjson.Fragment(line[:-1] + tail)
+    extra = orjson.dumps(encode_attributes(added))[1:-1]
+    separator = b"" if line[at : at + 1] == b"]" else b","
+    return orjson.Fragment(line[:at] + extra + separator + line[at:-1] + tail)
 
 
 def _add_wire_fields(encoded: JSONDict, span: ReadableSpan) -> None:
@@ -116,12 +164,17 @@ class JsonHttpSpanExporter(SpanExporter):
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.export_items([(span, None) for span in spans])
+
+    def export_items(self, items: Sequence[tuple[ReadableSpan, bytes | None]]) -> SpanExportResult:
+        """Export spans given with their bundle lines where known (see encode_spans_json)."""
         if self._closed.is_set():
             return SpanExportResult.FAILURE
-        if not spans:
+        if not items:
             return SpanExportResult.SUCCESS
         try:
-            body = encode_spans_json(spans, self.preparer)
+            spans = [span for span, _ in items]
+            body = encode_spans_json(spans, self.preparer, [line for _, line in items])
             if self.settings.compression == "gzip":
                 body = gzip.compress(body, compresslevel=1)
         except Exception as exc:

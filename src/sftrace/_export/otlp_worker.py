@@ -44,12 +44,18 @@ _FIRST_BACKOFF_S = 0.1
 _MAX_BACKOFF_S = 5.0
 
 
+# A queued span, with its bundle line when the bundle exporter just encoded it.
+Item = tuple[ReadableSpan, bytes | None]
+
+
 class SpanSource(Protocol):
     """Where recorded spans are on disk (the bundle exporter)."""
 
     def has_spans(self, trace_id: int) -> bool: ...
 
     def span_source(self, trace_id: int) -> Path | None: ...
+
+    def journaled_line(self, span: ReadableSpan) -> bytes | None: ...
 
 
 def _env_int(name: str, default: int) -> int:
@@ -102,9 +108,9 @@ class ExportWorker:
         self.limits = limits or WorkerLimits.from_environment()
         self.dropped = 0  # spans lost: no journal to read them back from
         self.spilled = 0  # spans that went through the spill
-        self._queue: deque[ReadableSpan] = deque()
+        self._queue: deque[Item] = deque()
         self._spill: dict[int, _Spilled] = {}
-        self._inflight: list[ReadableSpan] = []
+        self._inflight: list[Item] = []
         self._reading: tuple[int, _Spilled] | None = None  # spilled spans being read back
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -118,7 +124,8 @@ class ExportWorker:
     def put(self, span: ReadableSpan) -> None:
         queue = self._queue
         if len(queue) < self.limits.max_queue and not self._stopping:
-            queue.append(span)
+            source = self.source
+            queue.append((span, source.journaled_line(span) if source is not None else None))
             if len(queue) >= self.limits.batch_size and not self._wake.is_set():
                 self._wake.set()
         else:
@@ -201,10 +208,14 @@ class ExportWorker:
             with self._idle:
                 self._idle.notify_all()
 
-    def _send(self, batch: list[ReadableSpan]) -> bool:
-        result = self.exporter.export(batch)
+    def _send(self, batch: list[Item]) -> bool:
+        export_items = getattr(self.exporter, "export_items", None)
+        if export_items is not None:
+            result = export_items(batch)
+        else:
+            result = self.exporter.export([span for span, _ in batch])
         if result is not SpanExportResult.SUCCESS:
-            for span in batch:  # keep them: spill (or count them lost) and back off
+            for span, _ in batch:  # keep them: spill (or count them lost) and back off
                 self._overflow(span)
         with self._lock:
             self._inflight = []
@@ -250,14 +261,12 @@ class ExportWorker:
             with self._lock:
                 self._inflight = batch
             if not self._send(batch):
-                for span in spans[start + size :]:
+                for span, _ in spans[start + size :]:
                     self._overflow(span)
                 return False
         return True
 
-    def _read_back(
-        self, trace_id: int, wanted: set[bytes], entry: _Spilled
-    ) -> list[ReadableSpan] | None:
+    def _read_back(self, trace_id: int, wanted: set[bytes], entry: _Spilled) -> list[Item] | None:
         path = self.source.span_source(trace_id) if self.source is not None else None
         if path is None:
             self.dropped += len(wanted)
@@ -270,10 +279,10 @@ class ExportWorker:
             lines = (path / SPANS_FILE if path.is_dir() else path).read_bytes().splitlines()
         except OSError:
             return None
-        spans = []
+        spans: list[Item] = []
         for line in _matching(lines, wanted):
             try:
-                spans.append(decode_span(orjson.loads(line), entry.resource, entry.scope))
+                spans.append((decode_span(orjson.loads(line), entry.resource, entry.scope), line))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 log_once("reading spilled spans back for OTLP export", exc)
         found = len(spans)
@@ -324,7 +333,7 @@ class ExportWorker:
                 spill.setdefault(reading_id, _Spilled(reading.resource, reading.scope))
                 spill[reading_id].span_ids.extend(reading.span_ids)
         by_trace: dict[int, set[str]] = {}
-        for span in left:
+        for span, _ in left:
             if span.context is not None:
                 by_trace.setdefault(span.context.trace_id, set()).add(
                     span_id_hex(span.context.span_id)
