@@ -103,6 +103,7 @@ class OtlpSink:
         self.hold = threading.Event()  # set: requests wait until ``release`` is set
         self.release = threading.Event()
         self.arrived = threading.Event()  # set when any request arrived
+        self.accept_json = True  # False: answer OTLP/JSON with 415, as Phoenix does
         self._http: ThreadingHTTPServer | None = None
         self._grpc: grpc.Server | None = None
 
@@ -135,6 +136,12 @@ class OtlpSink:
                     body = zlib.decompress(body)
                 if self.path != "/v1/traces":
                     self.send_response(404)
+                    self.end_headers()
+                    return
+                is_json = (self.headers.get("Content-Type") or "").startswith("application/json")
+                if is_json and not sink.accept_json:
+                    self.send_response(415)
+                    self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 sink._receive(body, {k.lower(): v for k, v in self.headers.items()})

@@ -151,6 +151,33 @@ def test_gzip_and_headers_reach_the_collector(
     assert len(sink.spans()) == 4
 
 
+@pytest.mark.parametrize(("encoder", "delivered"), [("auto", 4), ("sftrace", 0)])
+def test_a_collector_without_otlp_json_gets_protobuf_with_auto(
+    sink: OtlpSink,
+    spans: InMemorySpanExporter,
+    encoder: str,
+    delivered: int,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A collector answering 415 to OTLP/JSON (Phoenix) gets OTLP/protobuf from then on
+    with otlp_encoder='auto'; an explicit 'sftrace' fails instead (logged)."""
+    sink.accept_json = False
+    with record("no-json"):
+        agents.booking_agent()
+    settings = OtlpSettings(endpoint=url(sink), protocol="http/protobuf", encoder=encoder)
+    exporter = make_exporter(settings, SpanPreparer(), log_once=False)
+    finished = spans.get_finished_spans()
+    results = [exporter.export(finished[:2]), exporter.export(finished[2:])]
+    exporter.shutdown()
+    assert len(sink.spans()) == delivered
+    if delivered:
+        assert results == [SpanExportResult.SUCCESS] * 2
+        assert "does not accept OTLP/JSON" in caplog.text
+    else:
+        assert results == [SpanExportResult.FAILURE] * 2
+        assert "HTTP 415" in caplog.text
+
+
 def test_the_request_is_the_bundle_mapping_of_the_otlp_copy(
     spans: InMemorySpanExporter,
 ) -> None:

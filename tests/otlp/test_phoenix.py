@@ -7,12 +7,12 @@ import urllib.error
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 from otlp_components import Phoenix
 
 import sftrace
 from interchange_helpers import failing_agent
 from sftrace import record
-from sftrace._record.config import get_state
 
 pytestmark = [pytest.mark.otlp, pytest.mark.slow]
 INGEST_TIMEOUT_S = 60.0
@@ -36,11 +36,14 @@ def spans_of_trace(phoenix: Phoenix, trace_id: str, count: int) -> list[dict[str
     pytest.fail(f"Phoenix stored {len(found)} of {count} spans of trace {trace_id}")
 
 
-def test_phoenix_shows_the_run_as_agent_tool_and_llm_spans(phoenix: Phoenix) -> None:
+@pytest.mark.parametrize("encoder", ["auto", "official"])
+def test_phoenix_shows_the_run_as_agent_tool_and_llm_spans(phoenix: Phoenix, encoder: str) -> None:
     """A failed run exported over OTLP/HTTP reads back from Phoenix with the span kinds,
-    parent links, inputs and error status it was recorded with."""
-    provider = get_state().provider
-    sftrace.configure(tracer_provider=provider, otlp_endpoint=phoenix.url)
+    parent links, inputs and error status it was recorded with: with the official
+    protobuf exporter, and with 'auto' (Phoenix answers OTLP/JSON with 415, so sftrace's
+    encoder hands over to protobuf)."""
+    provider = TracerProvider()  # random ids: each run is a trace of its own in Phoenix
+    sftrace.configure(tracer_provider=provider, otlp_endpoint=phoenix.url, otlp_encoder=encoder)
     with pytest.raises(ValueError, match="sold out"), record("phoenix-agent") as session:
         failing_agent()
     assert provider.force_flush(10_000)

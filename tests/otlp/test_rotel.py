@@ -27,11 +27,14 @@ from sftrace._record.config import get_state
 pytestmark = pytest.mark.otlp
 register(cli)
 PROTOCOLS = ["http/protobuf", "grpc"]
+# (protocol, encoder): sftrace's OTLP/JSON and the official protobuf over HTTP, and gRPC
+# (always the official exporter).
+EXPORTS = [("http/protobuf", "sftrace"), ("http/protobuf", "official"), ("grpc", "auto")]
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(("protocol", "encoder"), EXPORTS)
 def test_every_recorded_span_reaches_the_collector_whole(
-    rotel: Rotel, spans: InMemorySpanExporter, protocol: str
+    rotel: Rotel, spans: InMemorySpanExporter, protocol: str, encoder: str
 ) -> None:
     """Each span of a recorded run arrives through Rotel with its ids, parent, name, kind,
     times, events and every attribute it was recorded with."""
@@ -40,6 +43,7 @@ def test_every_recorded_span_reaches_the_collector_whole(
         tracer_provider=provider,
         otlp_endpoint=rotel.endpoint(protocol),
         otlp_protocol=protocol,
+        otlp_encoder=encoder,
         service_name="rotel-test",
     )
     with record("collected", run_input="Lisbon") as session:
@@ -71,12 +75,13 @@ def test_every_recorded_span_reaches_the_collector_whole(
     }
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(("protocol", "encoder"), EXPORTS)
 def test_bundles_pushed_through_the_collector_import_back_identical(
-    rotel: Rotel, tmp_path: Path, protocol: str
+    rotel: Rotel, tmp_path: Path, protocol: str, encoder: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """push -> Rotel -> the file exporter's lines -> import: the same span lines and the
     same replay, for a failed and a completed run sent together."""
+    monkeypatch.setenv("SFTRACE_OTLP_ENCODER", encoder)
     failed = record_failing(tmp_path / "orig" / "failed.sftrace")
     completed = record_completed(tmp_path / "orig" / "completed.sftrace")
     pushed = CliRunner().invoke(
@@ -106,3 +111,30 @@ def test_bundles_pushed_through_the_collector_import_back_identical(
         assert lines(copy) == lines(original)
         assert load_bundle(copy, verify_integrity=True).manifest.totals == manifest.totals
         assert replay_summary(copy, entrypoint) == replay_summary(original, entrypoint)
+
+
+@pytest.mark.parametrize("encoder", ["sftrace", "official"])
+def test_a_tight_loop_over_a_tiny_queue_loses_no_span_through_rotel(
+    rotel: Rotel, monkeypatch: pytest.MonkeyPatch, encoder: str
+) -> None:
+    """500 calls recorded as fast as they go, with room for 8 spans in the export queue:
+    the overflow is sent from the journal and Rotel receives every span once."""
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "5")
+    provider = get_state().provider
+    sftrace.configure(
+        tracer_provider=provider,
+        otlp_endpoint=rotel.endpoint("http/protobuf"),
+        otlp_encoder=encoder,
+    )
+    with record("tight-loop") as session:
+        for number in range(500):
+            agents.search_flights("Lisbon", max_results=number % 3 + 1)
+    processor = get_state().otlp
+    assert processor is not None
+    assert processor.force_flush(30_000)
+    arrived = rotel.sink.wait_for_trace(session.trace_id or "", 501)
+    assert len({span.span_id for span in arrived}) == len(arrived) == 501
+    assert processor.worker.spilled > 0
+    assert processor.worker.dropped == 0

@@ -28,7 +28,12 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from sftrace._export.enrich import SpanPreparer
 from sftrace._export.otlp_http import JsonHttpSpanExporter
 from sftrace._export.otlp_logging import EXPORTER_LOGGERS, Quiet, install_filter
-from sftrace._export.otlp_settings import OtlpSettings, official_exporter
+from sftrace._export.otlp_settings import (
+    ENCODER_AUTO,
+    PROTOCOL_HTTP_JSON,
+    OtlpSettings,
+    official_exporter,
+)
 from sftrace._export.otlp_worker import ExportWorker, SpanSource
 from sftrace._internal import log_once
 from sftrace._model import attributes as A
@@ -98,10 +103,23 @@ class EnrichingSpanExporter(SpanExporter):
 def make_exporter(
     settings: OtlpSettings, preparer: SpanPreparer, *, log_once: bool = True
 ) -> SpanExporter:
-    """The exporter ``settings`` ask for: sftrace's OTLP/JSON one, or the official one."""
-    if settings.sftrace_encoder:
-        return JsonHttpSpanExporter(settings, preparer, log_once=log_once)
-    return EnrichingSpanExporter(official_exporter(settings), preparer, log_once=log_once)
+    """The exporter ``settings`` ask for: sftrace's OTLP/JSON one, or the official one.
+
+    With ``auto``, a collector that answers 415 to OTLP/JSON gets protobuf through the
+    official exporter instead (see ``JsonHttpSpanExporter``).
+    """
+
+    def official() -> SpanExporter:
+        return EnrichingSpanExporter(official_exporter(settings), preparer, log_once=log_once)
+
+    if not settings.sftrace_encoder:
+        return official()
+    fallback = (
+        official
+        if settings.encoder == ENCODER_AUTO and settings.protocol != PROTOCOL_HTTP_JSON
+        else None
+    )
+    return JsonHttpSpanExporter(settings, preparer, log_once=log_once, fallback=fallback)
 
 
 class OtlpSpanProcessor(SpanProcessor):

@@ -19,7 +19,7 @@ import http.client
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,6 +48,8 @@ logger = logging.getLogger(OTLP_LOGGER)
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 _FIRST_BACKOFF_S = 0.05
 _MAX_BACKOFF_S = 2.0
+# What _send returns when the collector does not take OTLP/JSON.
+_UNSUPPORTED = object()
 # Where a line's attributes start (the span's own: they come before events and links).
 _ATTRIBUTES = b'"attributes":['
 # SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote parent.
@@ -137,10 +139,18 @@ class JsonHttpSpanExporter(SpanExporter):
     A request that fails with a connection error or a retryable status (429, 502, 503,
     504) is retried with exponential backoff until ``settings.timeout_s`` has passed.
     ``log_once``: log each cause of failure once (``sftrace push`` logs every one).
+    ``fallback``: makes the exporter to use instead when the collector answers 415 (it
+    does not take OTLP/JSON: Arize Phoenix, for one); from then on every export goes
+    through it.
     """
 
     def __init__(
-        self, settings: OtlpSettings, preparer: SpanPreparer | None = None, *, log_once: bool = True
+        self,
+        settings: OtlpSettings,
+        preparer: SpanPreparer | None = None,
+        *,
+        log_once: bool = True,
+        fallback: Callable[[], SpanExporter] | None = None,
     ) -> None:
         parts = urlsplit(settings.endpoint)
         self.settings = settings
@@ -162,6 +172,8 @@ class JsonHttpSpanExporter(SpanExporter):
             install_filter()
         self._closed = threading.Event()
         self._lock = threading.Lock()
+        self._fallback = fallback
+        self.delegate: SpanExporter | None = None  # the fallback, once in use
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         return self.export_items([(span, None) for span in spans])
@@ -172,8 +184,10 @@ class JsonHttpSpanExporter(SpanExporter):
             return SpanExportResult.FAILURE
         if not items:
             return SpanExportResult.SUCCESS
+        spans = [span for span, _ in items]
+        if self.delegate is not None:
+            return self.delegate.export(spans)
         try:
-            spans = [span for span, _ in items]
             body = encode_spans_json(spans, self.preparer, [line for _, line in items])
             if self.settings.compression == "gzip":
                 body = gzip.compress(body, compresslevel=1)
@@ -182,12 +196,26 @@ class JsonHttpSpanExporter(SpanExporter):
                 logger.warning("Failed to encode spans as OTLP/JSON: %r", exc)
             return SpanExportResult.FAILURE
         with self._lock, self._logging():
-            return self._send(body, len(spans))
+            result = self._send(body, len(spans))
+        if isinstance(result, SpanExportResult):
+            return result
+        if self._fallback is None:  # pragma: no cover - _send returns it only with one
+            return SpanExportResult.FAILURE
+        with self._logging():
+            logger.warning(
+                "%s does not accept OTLP/JSON (HTTP 415): sending OTLP/protobuf through the "
+                "official exporter from now on (otlp_encoder='official' skips this probe)",
+                self.settings.endpoint,
+            )
+        self.delegate = self._fallback()
+        return self.delegate.export(spans)
 
     def shutdown(self) -> None:
         """Stop: retries end at once, later exports fail without the network. Idempotent."""
         self._closed.set()
         self._disconnect()  # without the lock: a hung request fails at once
+        if self.delegate is not None:
+            self.delegate.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # nothing is buffered here
@@ -196,7 +224,8 @@ class JsonHttpSpanExporter(SpanExporter):
     def _logging(self) -> Any:
         return Quiet() if self._quiet else _NoQuiet()
 
-    def _send(self, body: bytes, count: int) -> SpanExportResult:
+    def _send(self, body: bytes, count: int) -> SpanExportResult | object:
+        """SUCCESS, FAILURE, or ``_UNSUPPORTED`` (the collector refused JSON with 415)."""
         deadline = time.monotonic() + self.settings.timeout_s
         backoff = _FIRST_BACKOFF_S
         while True:
@@ -204,6 +233,8 @@ class JsonHttpSpanExporter(SpanExporter):
             if reason is None:
                 return SpanExportResult.SUCCESS
             retry, message = reason
+            if message.startswith("HTTP 415 ") and self._fallback is not None:
+                return _UNSUPPORTED
             remaining = deadline - time.monotonic()
             if not retry or remaining <= backoff or self._closed.wait(backoff):
                 logger.warning(
