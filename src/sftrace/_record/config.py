@@ -160,7 +160,8 @@ def configure(
         otlp_encoder: who encodes and sends the spans: ``"sftrace"`` (sftrace's own
             encoder: OTLP/JSON over HTTP to the same endpoint, several times cheaper in
             CPU than protobuf), ``"official"`` (the OpenTelemetry protobuf exporters,
-            HTTP or gRPC) or ``"auto"`` (sftrace's for HTTP, the official one for gRPC).
+            HTTP or gRPC) or ``"auto"`` (sftrace's for HTTP, switching to the official
+            one if the collector refuses JSON with HTTP 415; the official one for gRPC).
             Default: ``$SFTRACE_OTLP_ENCODER``, else ``"auto"``.
         service_name: ``service.name`` of a provider sftrace creates. Default:
             ``$OTEL_SERVICE_NAME``, else ``"sftrace"``. On an application's provider
