@@ -117,6 +117,7 @@ class ExportWorker:
         self._idle = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._draining = 0  # flushes waiting
         self._retry_at = 0.0
         self._backoff = _FIRST_BACKOFF_S
 
@@ -181,10 +182,12 @@ class ExportWorker:
                 pause = self._retry_at - time.monotonic()
                 if 0 < pause < timeout:
                     timeout = pause  # wake up when the backoff is over
-                self._wake.wait(timeout)
+                woke = self._wake.wait(timeout)
                 self._wake.clear()
+                # Partial batches leave when the delay is over, or on flush and shutdown.
+                drain = not woke or self._draining > 0 or self._stopping
                 try:
-                    self._work()
+                    self._work(drain)
                 except Exception as exc:  # the worker must survive anything
                     log_once("exporting spans over OTLP", exc)
                 with self._idle:
@@ -192,18 +195,20 @@ class ExportWorker:
                     if self._stopping and (self._done() or self._retry_at == float("inf")):
                         return
 
-    def _work(self) -> None:
-        """Send full batches, then what is left, then the spill while the queue has room."""
+    def _work(self, drain: bool) -> None:
+        """Send full batches (``drain``: and what is left), then the spill while the queue
+        has room. Only full batches while the agent is busy: a thread that took a few
+        spans at a time would fight the agent for the GIL at every span."""
         queue, size = self._queue, self.limits.batch_size
-        while queue or self._spill:
+        while True:
             if time.monotonic() < self._retry_at:
                 return  # backing off after a failure
-            if queue:
+            if len(queue) >= size or (queue and drain):
                 with self._lock:
                     batch = [queue.popleft() for _ in range(min(size, len(queue)))]
                     self._inflight = batch
                 self._send(batch)
-            elif not self._send_spilled():
+            elif not (self._spill and len(queue) < size and self._send_spilled()):
                 return
             with self._idle:
                 self._idle.notify_all()
@@ -300,14 +305,17 @@ class ExportWorker:
             return self._done()
         deadline = time.monotonic() + timeout_s
         self._retry_at = 0.0  # a flush retries at once
-        self._wake.set()
         with self._idle:
-            while not self._done():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._retry_at == float("inf"):
-                    return False  # out of time, or failed at shutdown
-                self._idle.wait(min(remaining, 0.05))
-                self._wake.set()
+            self._draining += 1
+            try:
+                while not self._done():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._retry_at == float("inf"):
+                        return False  # out of time, or failed at shutdown
+                    self._wake.set()
+                    self._idle.wait(min(remaining, 0.05))
+            finally:
+                self._draining -= 1
         return True
 
     def shutdown(self, timeout_s: float, close: Callable[[], None]) -> None:
