@@ -205,7 +205,7 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
             capacity, burst_expected, burst_received, spans = _pipeline_capacity(
                 bench, processor, sink, sink.count()
             )
-            encoding = _encoding_costs(processor, spans)
+            encoding = _encoding_costs(processor, spans, bench.bundles[max(bench.bundles)])
         finally:
             processor.active = False
             official.shutdown()
@@ -323,17 +323,20 @@ def _pipeline_capacity(
     return total / (elapsed / 1e9), expected - already, received - already, spans
 
 
-def _encoding_costs(processor: Any, spans: list[Any]) -> list[dict[str, Any]]:
+def _encoding_costs(processor: Any, spans: list[Any], bundle: Any) -> list[dict[str, Any]]:
     """What the export pipeline spends per span before the network, measured alone.
 
     sftrace's preparation of the OTLP copy, the official OTLP/protobuf encoder (in the
     exporter's batches of 512), and sftrace's own OTLP/JSON encoder (the request body,
-    preparation included).
+    preparation included): from the spans alone, and from the spans with their bundle
+    lines (what live export of a recording does: the additions spliced into the line).
     """
+    import orjson
     from bench import timed, us
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     from sftrace._export.otlp_http import encode_spans_json
+    from sftrace._export.push import spans_of_bundle
 
     preparer = getattr(getattr(processor, "exporter", None), "preparer", None)
     if preparer is None:
@@ -345,6 +348,10 @@ def _encoding_costs(processor: Any, spans: list[Any]) -> list[dict[str, Any]]:
     protobuf = timed(lambda: [encode_spans(b).SerializePartialToString() for b in batches]) / count
     raw = [spans[k : k + 512] for k in range(0, count, 512)]
     as_json = timed(lambda: [encode_spans_json(b, preparer) for b in raw]) / count
+    recorded = spans_of_bundle(bundle)
+    lines = [orjson.dumps(line) for line in bundle.spans]
+    pairs = [(recorded[k : k + 512], lines[k : k + 512]) for k in range(0, len(recorded), 512)]
+    spliced = timed(lambda: [encode_spans_json(s, preparer, ls) for s, ls in pairs]) / len(lines)
     return [
         {
             "name": "   8b. preparing the OTLP copy of a span (sftrace)",
@@ -362,5 +369,11 @@ def _encoding_costs(processor: Any, spans: list[Any]) -> list[dict[str, Any]]:
             "value": us(as_json.wall),
             "ratio": f"{(prepare.cpu + protobuf.cpu) / as_json.cpu:.1f}x less CPU than 8b+8c",
             "cpu": us(as_json.cpu),
+        },
+        {
+            "name": "   8e. ... from the span's bundle line (live export)",
+            "value": us(spliced.wall),
+            "ratio": f"{(prepare.cpu + protobuf.cpu) / spliced.cpu:.1f}x less CPU than 8b+8c",
+            "cpu": us(spliced.cpu),
         },
     ]
