@@ -17,7 +17,7 @@ from sftrace._cli.phoenix import (
     report_imported,
 )
 from sftrace._export.collector_import import import_otlp_files
-from sftrace._export.otlp_settings import PROTOCOLS
+from sftrace._export.otlp_settings import ENCODERS, PROTOCOLS
 from sftrace._export.push import exporter_logs_silenced, push_bundles
 from sftrace._model.text import pluralize
 
@@ -60,14 +60,25 @@ def _header(value: str) -> tuple[str, str]:
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds per request. Default: $OTEL_EXPORTER_OTLP_TIMEOUT, else 10.",
 )
+@click.option(
+    "--encoder",
+    type=click.Choice(ENCODERS),
+    help="sftrace (OTLP/JSON over HTTP), official (the OpenTelemetry protobuf exporters) or "
+    "auto (sftrace's for HTTP, protobuf if the collector refuses JSON; official for gRPC). "
+    "Default: $SFTRACE_OTLP_ENCODER, else auto.",
+)
 def push_command(
     bundles: tuple[Path, ...],
     endpoint: str | None,
     protocol: str | None,
     headers: tuple[str, ...],
     timeout: float | None,
+    encoder: str | None,
 ) -> None:
-    """Send recorded bundles to an OTLP collector, with their original ids and timestamps."""
+    """Send recorded bundles to an OTLP collector, with their original ids and timestamps.
+
+    A bundle with a note of the spans live export could not send
+    (BUNDLE.otlp-unsent.json) sends only those, then removes the note."""
     parsed: dict[str, str] | None = None
     if headers:
         try:
@@ -77,7 +88,12 @@ def push_command(
             raise
     with bad_input_policy(), exporter_logs_silenced():
         results = push_bundles(
-            bundles, endpoint=endpoint, protocol=protocol, headers=parsed, timeout=timeout
+            bundles,
+            endpoint=endpoint,
+            protocol=protocol,
+            headers=parsed,
+            timeout=timeout,
+            encoder=encoder,
         )
     failed = 0
     for result in results:
