@@ -244,7 +244,9 @@ def test_a_collector_that_comes_up_later_gets_every_span(
         provider,
         f"http://127.0.0.1:{port}",
         monkeypatch,
-        OTEL_EXPORTER_OTLP_TIMEOUT="0.2",
+        # Long enough for a busy machine's sink to answer (a refused connection fails
+        # at once, whatever the timeout).
+        OTEL_EXPORTER_OTLP_TIMEOUT="5",
         OTEL_BSP_SCHEDULE_DELAY="5",
     )
     with record("down-then-up", output=tmp_path / "run.sftrace") as session:
