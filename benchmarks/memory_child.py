@@ -1,9 +1,10 @@
-"""Peak memory of one long recording, measured in a process of its own.
+"""Peak memory of one long recording, or of loading one, measured in a process of its own.
 
 ``bench.py`` runs this script in a subprocess: it warms up (imports, a short recording),
-notes the peak resident set size, records ``--calls`` tool calls (``--mode sftrace``) or
-runs as many bare OpenTelemetry spans (``--mode bare``), notes the peak again and prints
-the growth as one JSON line.
+notes the peak resident set size, records ``--calls`` tool calls (``--mode sftrace``),
+runs as many bare OpenTelemetry spans (``--mode bare``) or loads a bundle of that many
+calls recorded beforehand (``--mode load``, which also reports the size of its
+``spans.jsonl``), notes the peak again and prints the growth as one JSON line.
 """
 
 from __future__ import annotations
@@ -52,12 +53,15 @@ def current_rss_kb() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=100_000)
-    parser.add_argument("--mode", choices=("sftrace", "bare"), default="sftrace")
+    parser.add_argument("--mode", choices=("sftrace", "bare", "load"), default="sftrace")
     args = parser.parse_args()
     # Arguments for every call exist before the first measurement (they are the
     # agent's, not the recorder's); the warm-up uses the first few.
     arguments = workload.tool_arguments(args.calls)
     with tempfile.TemporaryDirectory(prefix="sftrace-mem-") as tmp:
+        if args.mode == "load":
+            print(json.dumps(measure_load(Path(tmp), arguments)))
+            return
         if args.mode == "sftrace":
             sftrace.configure(tracer_provider=TracerProvider())
 
@@ -95,6 +99,32 @@ def main() -> None:
             }
         )
     )
+
+
+def measure_load(tmp: Path, arguments: list[tuple[str, str, int]]) -> dict[str, object]:
+    """Peak RSS growth of ``load_bundle`` on a bundle of ``len(arguments)`` calls, with
+    the loaded bundle still referenced at the end, against the size of its spans.jsonl."""
+    sftrace.configure(tracer_provider=TracerProvider())
+    path = tmp / "load.sftrace"
+    with sftrace.record("bench", output=path):
+        call_tool(traced_search, arguments)
+    with sftrace.record("bench", output=tmp / "warm-up.sftrace"):
+        call_tool(traced_search, arguments[:50])
+    sftrace.load_bundle(tmp / "warm-up.sftrace")
+    size = (path / "spans.jsonl").stat().st_size
+    gc.collect()
+    reset_peak()
+    before = peak_rss_kb()
+    bundle = sftrace.load_bundle(path)
+    after = peak_rss_kb()
+    assert len(bundle.calls) == len(arguments)
+    return {
+        "mode": "load",
+        "calls": len(arguments),
+        "spans_bytes": size,
+        "growth_mb": (after - before) / 1024,
+        "ratio": (after - before) * 1024 / size,
+    }
 
 
 if __name__ == "__main__":

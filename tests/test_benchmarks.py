@@ -30,6 +30,8 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
             "40",
             "--memory-calls",
             "300",
+            "--load-memory-calls",
+            "300",
             "--json",
             str(out),
         ],
@@ -57,11 +59,12 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
         "record_llm_flat",
         "replay_strict_flat",
         "replay_unordered_flat",
-        "load_per_span",
-        "size_ratio",
+        "load_vs_floor",
+        "size_vs_floor",
         "otlp_on_vs_off",
         "otlp_spans_per_s",
         "memory_growth_mb",
+        "load_memory_ratio",
         *(f"redaction_us_per_kb_{shape}" for shape in range(6)),
     }
     assert expected_checks <= report["checks"].keys()

@@ -7,9 +7,22 @@ from typing import Any
 
 import orjson
 import pytest
+from click.testing import CliRunner
 
-from sftrace import BundleError, load_bundle, record, trace_tool
+from sftrace import (
+    BundleError,
+    load_bundle,
+    record,
+    render_html,
+    replay,
+    trace_tool,
+    validate_bundle,
+)
 from sftrace._bundle.format import MAX_LINE_BYTES
+from sftrace._cli.bundle import register
+from sftrace._cli.main import cli
+
+register(cli)
 
 
 @trace_tool
@@ -129,18 +142,73 @@ def test_line_over_the_limit_is_refused(bundle_path: Path, monkeypatch: pytest.M
     assert longest < MAX_LINE_BYTES
 
 
-def test_invalid_output_json_is_refused_at_load(bundle_path: Path) -> None:
-    """A call whose sftrace.output is not JSON text fails to load, naming span and line."""
+def _break_value(key: str, index: int = 2) -> Any:
+    """A rewrite of spans.jsonl whose line ``index`` (0-based; 2: the first lookup call)
+    holds ``key`` as text that is not JSON."""
 
-    def break_output(data: bytes) -> bytes:
+    def rewrite(data: bytes) -> bytes:
         lines = data.splitlines(keepends=True)
-        span = orjson.loads(lines[2])
+        span = orjson.loads(lines[index])
         for item in span["attributes"]:
-            if item["key"] == "sftrace.output":
+            if item["key"] == key:
                 item["value"]["stringValue"] = "{not json"
-        lines[2] = orjson.dumps(span) + b"\n"
+        lines[index] = orjson.dumps(span) + b"\n"
         return b"".join(lines)
 
-    _rewrite(bundle_path, break_output)
-    with pytest.raises(BundleError, match=r":3: span [0-9a-f]{16}: sftrace.output is not valid"):
-        load_bundle(bundle_path)
+    return rewrite
+
+
+@pytest.mark.parametrize("key", ["sftrace.input", "sftrace.output"])
+def test_a_malformed_value_loads_lazily_and_raises_when_first_read(
+    bundle_path: Path, key: str
+) -> None:
+    """A call whose value is not JSON text loads; reading that value raises BundleError
+    naming the file, line, span and call; the other calls read as usual."""
+    _rewrite(bundle_path, _break_value(key))
+    bundle = load_bundle(bundle_path)
+    broken = next(call for call in bundle.calls if call.seq == 2)
+    assert [call.output for call in bundle.calls if call.seq != 2]
+    where = rf"spans.jsonl:3: span {broken.span_id} \(call 2, tool lookup\): {key} is not valid"
+    with pytest.raises(BundleError, match=where) as caught:
+        getattr(broken, key.removeprefix("sftrace."))
+    assert caught.value.line == 3
+    assert caught.value.path is not None
+    assert caught.value.path.endswith("spans.jsonl")
+    with pytest.raises(BundleError, match=where):
+        broken.check_values()
+
+
+@pytest.mark.parametrize("key", ["sftrace.input", "sftrace.output"])
+def test_a_malformed_value_is_refused_at_load_when_eager(bundle_path: Path, key: str) -> None:
+    """load_bundle(eager=True) and validate check every value up front."""
+    _rewrite(bundle_path, _break_value(key))
+    with pytest.raises(BundleError, match=rf":3: span [0-9a-f]{{16}}: {key} is not valid"):
+        load_bundle(bundle_path, eager=True)
+    problems = validate_bundle(bundle_path, verify_integrity=False)
+    assert len(problems) == 1
+    assert f"{key} is not valid JSON" in problems[0]
+
+
+def test_replay_raises_a_malformed_recorded_output_when_it_reaches_the_call(
+    bundle_path: Path,
+) -> None:
+    """A replay loads the bundle lazily; the agent's call whose recorded output is
+    malformed (lookup Porto, line 5) raises BundleError naming the line, and the calls
+    before it are answered."""
+    _rewrite(bundle_path, _break_value("sftrace.output", 4))
+    answered = []
+    with replay(bundle_path):
+        answered.append(trip("Lisbon"))
+        with pytest.raises(BundleError, match=r"spans.jsonl:5: .*sftrace.output is not valid JSON"):
+            lookup("Porto")
+    assert answered == [[{"city": "Lisbon", "ok": True}, {"city": "Lisbon!", "ok": True}]]
+
+
+def test_readers_that_copy_values_as_json_refuse_a_malformed_one(bundle_path: Path) -> None:
+    """inspect --json and the HTML report never write a malformed value into their JSON."""
+    _rewrite(bundle_path, _break_value("sftrace.output"))
+    with pytest.raises(BundleError, match=r"sftrace\.output is not valid JSON"):
+        render_html(bundle_path)
+    result = CliRunner().invoke(cli, ["inspect", "--json", str(bundle_path)])
+    assert result.exit_code == 2
+    assert "sftrace.output is not valid JSON" in result.output

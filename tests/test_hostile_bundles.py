@@ -421,14 +421,20 @@ CASES: list[Any] = [
 ]
 
 
+def _load_and_read_values(bundle: Path) -> None:
+    for call in load_bundle(bundle).calls:
+        call.check_values()
+
+
 @pytest.mark.parametrize(("damage", "file", "line", "fragment"), CASES)
 def test_malformed_bundle_names_file_line_and_problem(
     bundle: Path, damage: Callable[[Path], None], file: str, line: int | None, fragment: str
 ) -> None:
-    """Each kind of damage raises BundleError naming the file, the line and the problem."""
+    """Each kind of damage raises BundleError naming the file, the line and the problem:
+    when loading, or (a value that is not JSON) when the value is first read."""
     damage(bundle)
     with pytest.raises(BundleError) as caught:
-        load_bundle(bundle)
+        _load_and_read_values(bundle)
     message = str(caught.value)
     assert fragment in message
     assert file in message

@@ -28,6 +28,31 @@ from sftrace._model.text import repr_preview, shorten
 _NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never modified)
 _NANOS = re.compile(r"[0-9]{1,19}")
 _SFTRACE_KINDS = (A.KIND_RUN, A.KIND_TOOL, A.KIND_LLM)
+_HEX = "0123456789abcdef"
+_INT64_MAX = str((1 << 63) - 1)  # 19 digits: compared as text with 19-digit numbers
+_NO_ITEMS: list[Any] = []  # never modified
+# The fields of a span line sftrace writes without events or links (SpanChecker._plain).
+_PLAIN_KEYS = frozenset(
+    (
+        "traceId",
+        "spanId",
+        "parentSpanId",
+        "name",
+        "kind",
+        "startTimeUnixNano",
+        "endTimeUnixNano",
+        "attributes",
+        "status",
+    )
+)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 class SpanChecker:
@@ -47,17 +72,95 @@ class SpanChecker:
         self.parents: dict[str, str | None] = {}  # span id -> parent id, in line order
         self.seqs: set[int] = set()
 
-    def check(self, span: Any) -> tuple[list[str], dict[str, Any]]:
+    def check(self, span: Any, *, values: bool = True) -> tuple[list[str], dict[str, Any]]:
         """The problems of one parsed line (empty when it is valid) and its decoded
         attributes. Each problem names the span. Pass a valid span to :meth:`accept`
-        when it is kept."""
+        when it is kept.
+
+        ``values``: also parse ``sftrace.input`` / ``sftrace.output`` (they must be JSON
+        text). A lazy loader passes False and parses them when they are first read
+        (``Call.input``); it still checks that they are strings.
+        """
+        if self.parents_first:
+            attributes = self._plain(span, values)
+            if attributes is not None:
+                return [], attributes
         problems: list[str] = []
         try:
-            attributes = self._check(span, problems)
+            attributes = self._check(span, problems, values)
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             problems.append(f"malformed span ({repr_preview(exc)})")
             attributes = {}
         return problems, attributes
+
+    def _plain(self, span: Any, values: bool) -> dict[str, Any] | None:
+        """The decoded attributes of a span in the plain shape sftrace writes, checked
+        with the rules of :meth:`_check` in fewer steps; None for anything else (which
+        :meth:`_check` then checks and explains). Every bundle line goes through here,
+        so it is written for speed: it accepts a subset of what ``_check`` accepts."""
+        if type(span) is not dict or not span.keys() <= _PLAIN_KEYS:
+            return None
+        span_id = span.get("spanId")
+        parent = span.get("parentSpanId") or None
+        start = span.get("startTimeUnixNano", "0")
+        end = span.get("endTimeUnixNano", "0")
+        kind = span.get("kind", 1)
+        items = span.get("attributes", _NO_ITEMS)
+        if (
+            type(span_id) is not str
+            or len(span_id) != 16
+            or span_id.strip(_HEX)
+            or span_id in self.parents
+            or span.get("traceId") != self.trace_id
+            or (parent is not None and (type(parent) is not str or parent not in self.parents))
+            or type(span.get("name")) is not str
+            or type(start) is not str
+            or not (0 < len(start) <= 19 and start.isdigit() and start.isascii())
+            or (len(start) == 19 and start > _INT64_MAX)
+            or type(end) is not str
+            or not (0 < len(end) <= 19 and end.isdigit() and end.isascii())
+            or (len(end) == 19 and end > _INT64_MAX)
+            or type(kind) is not int
+            or not 0 <= kind <= 5
+            or type(span.get("status", _NO_VALUE)) is not dict
+            or type(items) is not list
+        ):
+            return None
+        attributes: dict[str, Any] = {}
+        try:
+            for item in items:
+                key, value = item["key"], item["value"]
+                if type(key) is not str or type(value) is not dict:
+                    return None
+                if "stringValue" in value:
+                    attributes[key] = value["stringValue"]
+                    continue
+                number = value["intValue"]  # other value types: decoded by _check
+                if type(number) is not str or not (
+                    0 < len(number) < 19 and number.isdigit() and number.isascii()
+                ):
+                    return None
+                attributes[key] = int(number)
+        except (KeyError, TypeError):
+            return None
+        if A.KIND not in attributes:
+            return attributes
+        kind_value = attributes[A.KIND]
+        seq = attributes.get(A.SEQ)
+        if (
+            type(seq) is not int
+            or seq in self.seqs
+            or kind_value not in _SFTRACE_KINDS
+            or (kind_value == A.KIND_RUN and parent is not None)
+        ):
+            return None
+        for key in (A.INPUT, A.OUTPUT):
+            text = attributes.get(key, "")
+            if type(text) is not str:
+                return None
+            if values and key in attributes and not _is_json(text):
+                return None
+        return attributes
 
     def accept(self, span: dict[str, Any], attributes: dict[str, Any]) -> None:
         """Remember a valid span kept: later lines may name it as their parent, and may
@@ -66,7 +169,7 @@ class SpanChecker:
             self.seqs.add(attributes[A.SEQ])
         self.parents[span["spanId"]] = span.get("parentSpanId") or None
 
-    def _check(self, span: Any, problems: list[str]) -> dict[str, Any]:
+    def _check(self, span: Any, problems: list[str], values: bool) -> dict[str, Any]:
         if not isinstance(span, dict):
             problems.append(f"expected a span object, got {type(span).__name__}")
             return {}
@@ -96,11 +199,16 @@ class SpanChecker:
             return {}
         attributes = _decoded_attributes(span, span_id, problems)
         if attributes is not None and A.KIND in attributes:
-            self._check_boundary(attributes, span_id, parent, problems)
+            self._check_boundary(attributes, span_id, parent, problems, values)
         return attributes or {}
 
     def _check_boundary(
-        self, attributes: dict[str, Any], span_id: str, parent: Any, problems: list[str]
+        self,
+        attributes: dict[str, Any],
+        span_id: str,
+        parent: Any,
+        problems: list[str],
+        values: bool,
     ) -> None:
         """The sftrace attributes of a run, tool or LLM span."""
         kind = attributes[A.KIND]
@@ -117,10 +225,11 @@ class SpanChecker:
                 if not isinstance(value, str):
                     problems.append(f"span {span_id}: {key} must be a JSON string")
                     continue
-                try:
-                    orjson.loads(value)
-                except orjson.JSONDecodeError as exc:
-                    problems.append(f"span {span_id}: {key} is not valid JSON ({exc})")
+                if values:
+                    try:
+                        orjson.loads(value)
+                    except orjson.JSONDecodeError as exc:
+                        problems.append(f"span {span_id}: {key} is not valid JSON ({exc})")
         if kind == A.KIND_RUN and parent is not None:
             problems.append(f"span {span_id}: the run span must have no parent")
 

@@ -126,41 +126,43 @@ def read_bundle_file(root: Path, name: str, limit: int) -> bytes:
     return data
 
 
-def read_lines_file(root: Path, name: str, limit: int, line_limit: int) -> bytearray:
+def read_lines_file(root: Path, name: str, limit: int, line_limit: int) -> bytes:
     """The bytes of a JSON-lines file of the bundle (see :func:`open_bundle_file`), read
-    in chunks: a line longer than ``line_limit`` bytes is refused as soon as that many
-    bytes of it are read, so an over-long line is never read whole into memory."""
-    fd, _ = open_bundle_file(root, name, limit)
+    in chunks of at most ``line_limit`` bytes: a line longer than ``line_limit`` bytes is
+    refused as soon as that many bytes of it are read, so an over-long line is never read
+    whole into memory. A file no larger than ``line_limit`` is read in one piece (one
+    buffer, no copy)."""
+    fd, size = open_bundle_file(root, name, limit)
     display = str(root / name)
-    data = bytearray()
-    line_start, lines = 0, 0
+    chunks: list[bytes] = []
+    got, line_start = 0, 0
     try:
         with os.fdopen(fd, "rb", buffering=0) as handle:
-            while chunk := handle.read(_CHUNK):
-                got = len(data)
-                data += chunk
-                if len(data) > limit:  # it grew while being read
+            while chunk := handle.read(min(line_limit, size - got) if got < size else _CHUNK):
+                chunk_start = got
+                got += len(chunk)
+                if got > limit:  # it grew while being read
                     raise BundleError(
                         f"{display}: over the limit of {limit} bytes; refusing to load it",
                         path=display,
                     )
                 first = chunk.find(b"\n")
-                reach = got + (first + 1 if first >= 0 else len(chunk)) - line_start
-                if reach > line_limit:
+                if (chunk_start + first + 1 if first >= 0 else got) - line_start > line_limit:
+                    number = sum(part.count(b"\n") for part in chunks) + 1
                     raise BundleError(
-                        f"{display}:{lines + 1}: line longer than {line_limit} bytes; refusing "
+                        f"{display}:{number}: line longer than {line_limit} bytes; refusing "
                         f"to load it",
                         path=display,
-                        line=lines + 1,
+                        line=number,
                     )
                 if first >= 0:
-                    line_start = got + chunk.rfind(b"\n") + 1
-                    lines += chunk.count(b"\n")
+                    line_start = chunk_start + chunk.rfind(b"\n") + 1
+                chunks.append(chunk)
     except OSError as exc:
         raise BundleError(
             f"{display}: cannot be read ({exc.strerror or exc})", path=display
         ) from None
-    return data
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 _CHUNK = 1024 * 1024

@@ -10,7 +10,11 @@ from sftrace._bundle.reader import Bundle, load_finished_bundle
 
 
 def load_bundle(
-    path: str | os.PathLike[str], *, verify_integrity: bool = False, allow_partial: bool = False
+    path: str | os.PathLike[str],
+    *,
+    verify_integrity: bool = False,
+    allow_partial: bool = False,
+    eager: bool = False,
 ) -> Bundle:
     """Load and validate the bundle at ``path``.
 
@@ -20,6 +24,10 @@ def load_bundle(
     that died (its hidden ``.partial`` directory, or the bundle path it was recording
     to); it is recovered in memory as ``sftrace recover`` would (status
     ``interrupted``, notes saying what was lost), and nothing is written.
+    ``eager``: also parse every call's input and output now, so a malformed one is
+    refused here. By default each is parsed when it is first read (``Call.input``,
+    ``Call.output``), and a malformed one raises ``BundleError`` then, naming the file,
+    line and span; ``sftrace validate`` always checks them.
 
     Loading never executes anything from the bundle, never follows a symbolic link
     inside it, and refuses files and lines over the size limits. Raises ``BundleError``
@@ -30,4 +38,4 @@ def load_bundle(
         partial = find_partial(root)
         if partial is not None:
             return read_partial(partial).bundle()
-    return load_finished_bundle(root, verify_integrity=verify_integrity)
+    return load_finished_bundle(root, verify_integrity=verify_integrity, eager=eager)

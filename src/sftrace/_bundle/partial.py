@@ -212,7 +212,7 @@ def _finished_bundle(partial: Path) -> Recovered | None:
         return None  # a bundle being written when the process died: use the journal
     try:
         manifest = Manifest.from_json(orjson.loads(manifest_bytes), str(partial / MANIFEST_FILE))
-        bundle = spans_from_data(None, manifest, spans, str(partial))
+        bundle = spans_from_data(None, manifest, spans, str(partial), eager=True)
     except (BundleError, orjson.JSONDecodeError):
         return None
     manifest = manifest.with_notes(

@@ -154,7 +154,9 @@ class Bundle:
 # --- loading ------------------------------------------------------------------------
 
 
-def load_finished_bundle(root: Path, *, verify_integrity: bool = False) -> Bundle:
+def load_finished_bundle(
+    root: Path, *, verify_integrity: bool = False, eager: bool = False
+) -> Bundle:
     """Load and validate the finished bundle at ``root`` (see ``load_bundle``)."""
     check_directory(root)
     raw = read_json_object(root, MANIFEST_FILE, MAX_MANIFEST_BYTES)
@@ -163,24 +165,30 @@ def load_finished_bundle(root: Path, *, verify_integrity: bool = False) -> Bundl
         problems = integrity_problems(root)
         if problems:
             raise BundleError(problems[0], path=str(root / CHECKSUMS_FILE))
-    return _load_spans(root, manifest)
-
-
-def _load_spans(root: Path, manifest: Manifest) -> Bundle:
     data = read_lines_file(root, SPANS_FILE, MAX_SPANS_BYTES, MAX_LINE_BYTES)
-    return spans_from_data(root, manifest, data, str(root / SPANS_FILE))
+    return spans_from_data(root, manifest, data, str(root / SPANS_FILE), eager=eager)
 
 
 def spans_from_data(
-    root: Path | None, manifest: Manifest, data: bytes | bytearray, display: str
+    root: Path | None,
+    manifest: Manifest,
+    data: bytes | bytearray,
+    display: str,
+    *,
+    eager: bool = False,
 ) -> Bundle:
-    """Check the span lines ``data`` of a bundle (``display`` names them in errors)."""
+    """Check the span lines ``data`` of a bundle (``display`` names them in errors).
+
+    ``eager``: also parse every call's input and output now (they must be JSON text);
+    otherwise each is parsed when it is first read, and a malformed one raises
+    ``BundleError`` then (see ``Call.input``).
+    """
     # One read, then one parse per line: the parsed span is checked, turned into a Call
     # and dropped; only the line's position is kept (see SpanLines).
-    loader = _SpanLoader(manifest, display)
+    loader = _SpanLoader(manifest, display, eager=eager)
     starts: array[int] = array("q")
     ends: array[int] = array("q")
-    loads, find = orjson.loads, data.find
+    loads, find, view = orjson.loads, data.find, memoryview(data)
     position, number, size = 0, 0, len(data)
     while position < size:
         number += 1
@@ -193,13 +201,14 @@ def spans_from_data(
             )
         if end == size:
             raise loader.error(number, "truncated line (no newline at the end of the file)")
-        line = data[position:end]
         start, position = position, end + 1
-        if not line.strip():
-            raise loader.error(number, "blank line; a bundle holds one span on every line")
         try:
-            span = loads(line)
+            span = loads(view[start:end])
         except orjson.JSONDecodeError as exc:
+            if not data[start:end].strip():
+                raise loader.error(
+                    number, "blank line; a bundle holds one span on every line"
+                ) from None
             raise loader.error(number, f"invalid JSON: {exc}") from None
         loader.add(span, number, (data, start, end), first=not starts)
         starts.append(start)
@@ -210,9 +219,10 @@ def spans_from_data(
 class _SpanLoader:
     """What loading keeps of each checked span line: the calls, the run span and its values."""
 
-    def __init__(self, manifest: Manifest, display: str) -> None:
+    def __init__(self, manifest: Manifest, display: str, *, eager: bool) -> None:
         self.manifest = manifest
         self.display = display
+        self.eager = eager
         self.checker = SpanChecker(manifest.trace_id)
         self.calls: list[Call] = []
         self.run: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -225,14 +235,14 @@ class _SpanLoader:
     def add(
         self, span: Any, number: int, line: tuple[bytes | bytearray, int, int], *, first: bool
     ) -> None:
-        problems, attributes = self.checker.check(span)
+        problems, attributes = self.checker.check(span, values=self.eager)
         if problems:
             raise self.error(number, problems[0])
         self.checker.accept(span, attributes)
         kind = attributes.get(A.KIND)
         if kind == A.KIND_TOOL or kind == A.KIND_LLM:
             try:
-                self.calls.append(call_from_span(span, attributes, line))
+                self.calls.append(call_from_span(span, attributes, (*line, self.display, number)))
             except (KeyError, TypeError, ValueError) as exc:
                 raise self.error(number, f"malformed {kind} span ({repr_preview(exc)})") from None
         elif kind == A.KIND_RUN:
@@ -352,7 +362,7 @@ def check_bundle(root: Path, *, verify_integrity: bool = True) -> tuple[Bundle |
     problems: list[str] = []
     bundle: Bundle | None = None
     try:
-        bundle = load_finished_bundle(root)
+        bundle = load_finished_bundle(root, eager=True)
     except BundleError as exc:
         problems.append(str(exc))
     if bundle is not None:

@@ -171,7 +171,9 @@ def _write(recovered: Recovered, target: Path, *, overwrite: bool) -> None:
         }
         write_file_durably(staging / CHECKSUMS_FILE, checksums_text(digests))
         fsync_directory(staging)
-        load_finished_bundle(staging, verify_integrity=True)  # never place what cannot be read back
+        load_finished_bundle(
+            staging, verify_integrity=True, eager=True
+        )  # never place what cannot be read back
         place_directory(staging, target, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

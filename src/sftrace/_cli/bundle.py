@@ -48,7 +48,8 @@ def register(group: click.Group) -> None:
 def inspect_command(bundle: Path, as_json: bool, limit: int) -> None:
     """Show a recorded run: its status, totals, and every call nested under its parent."""
     with bad_input_policy():
-        loaded = load_bundle(bundle)
+        # --json copies each call's input and output text as JSON: check them all first.
+        loaded = load_bundle(bundle, eager=as_json)
     parents = call_parents(loaded)
     missing = missing_content(loaded)
     if as_json:

@@ -256,7 +256,7 @@ def _import_run(
         return run
     try:
         _write_bundle(path, trace_id, lines, root, run_id, agent, source, overwrite)
-        load_bundle(path, verify_integrity=True)
+        load_bundle(path, verify_integrity=True, eager=True)
     except BundleError as exc:
         shutil.rmtree(path, ignore_errors=True)
         run.problem = f"the spans do not form a valid bundle: {exc}"

@@ -9,10 +9,13 @@ from typing import Any, Protocol
 
 import orjson
 
-from sftrace._errors import public_error_name
+from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes
 from sftrace._model.text import shorten
+
+LineRef = tuple[bytes | bytearray, int, int, str, int]
+"""Where a loaded call's span line is: (data, start, end, file name, line number)."""
 
 
 class Identified(Protocol):
@@ -88,10 +91,13 @@ class CallFailure:
 class Call:
     """One recorded boundary call (a tool or an LLM call), in sequence order.
 
-    ``input`` and ``output`` are the recorded JSON values (parsed on first access);
-    ``input_json`` and ``output_json`` their canonical text. ``attributes`` are the
-    span's decoded attributes; a loaded bundle decodes them again from the span's line
-    when they are first asked for, rather than keeping every call's attributes in memory.
+    ``input`` and ``output`` are the recorded JSON values, parsed when first read (a
+    loaded bundle checks that they are JSON text only with ``load_bundle(eager=True)``
+    or ``sftrace validate``; otherwise a malformed one raises ``BundleError`` naming the
+    file, line and span when it is first read); ``input_json`` and ``output_json`` are
+    their canonical text. ``attributes`` are the span's decoded attributes; a loaded
+    bundle decodes them again from the span's line when they are first asked for,
+    rather than keeping every call's attributes in memory.
     """
 
     __slots__ = (
@@ -131,7 +137,7 @@ class Call:
         start_time_ns: int = 0,
         end_time_ns: int = 0,
         attributes: dict[str, Any] | None = None,
-        line: tuple[bytes | bytearray, int, int] | None = None,
+        line: LineRef | None = None,
     ) -> None:
         self.seq = seq
         self.kind = kind
@@ -146,7 +152,7 @@ class Call:
         self.start_time_ns = start_time_ns
         self.end_time_ns = end_time_ns
         self._attributes = attributes
-        self._line = line  # (data, start, end): where the span's line is, to decode again
+        self._line = line  # where the span's line is: to decode it again, to name it
         self._input = Call._MISSING
         self._output = Call._MISSING
 
@@ -155,7 +161,7 @@ class Call:
         if self._attributes is None:
             attributes: dict[str, Any] = {}
             if self._line is not None:
-                data, start, end = self._line
+                data, start, end = self._line[:3]
                 attributes = decode_attributes(orjson.loads(data[start:end]).get("attributes", ()))
             self._attributes = attributes
         return self._attributes
@@ -167,14 +173,50 @@ class Call:
     @property
     def input(self) -> Any:
         if self._input is Call._MISSING:
-            self._input = orjson.loads(self.input_json)
+            self._input = self._parse(A.INPUT, self.input_json)
         return self._input
 
     @property
     def output(self) -> Any:
         if self._output is Call._MISSING:
-            self._output = None if self.output_json is None else orjson.loads(self.output_json)
+            output_json = self.output_json
+            self._output = None if output_json is None else self._parse(A.OUTPUT, output_json)
         return self._output
+
+    def fresh_output(self) -> Any:
+        """The recorded output parsed anew: a new object on every call (a replay hands
+        one to the agent, which may change it). Raises ``BundleError`` like ``output``."""
+        if self.output_json is None:
+            return None
+        return self._parse(A.OUTPUT, self.output_json)
+
+    def check_values(self) -> None:
+        """Raise ``BundleError`` if the recorded input or output is not JSON text: for
+        readers that copy ``input_json`` / ``output_json`` as JSON without parsing them
+        (a loaded bundle parses a value only when it is first read)."""
+        if self._input is Call._MISSING:
+            self._parse(A.INPUT, self.input_json)
+        if self._output is Call._MISSING and self.output_json is not None:
+            self._parse(A.OUTPUT, self.output_json)
+
+    def _parse(self, key: str, text: str) -> Any:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise self._malformed(key, exc) from None
+
+    def _malformed(self, key: str, exc: orjson.JSONDecodeError) -> BundleError:
+        what = f"span {self.span_id} (call {self.seq}, {self.label}): {key} is not valid JSON"
+        if self._line is None:
+            return BundleError(f"{what} ({exc})")
+        display, number = self._line[3], self._line[4]
+        return BundleError(
+            f"{display}:{number}: {what} ({exc}); the file was changed or damaged after it "
+            f"was written: restore the bundle from a copy or record the run again "
+            f"(`sftrace validate` lists every problem)",
+            path=display,
+            line=number,
+        )
 
     @property
     def duration_ms(self) -> float:
@@ -231,11 +273,11 @@ def payload_digest(text: str) -> str:
 def call_from_span(
     span: dict[str, Any],
     attributes: dict[str, Any],
-    line: tuple[bytes | bytearray, int, int] | None = None,
+    line: LineRef | None = None,
 ) -> Call:
     """Build a ``Call`` from an OTLP/JSON span of a boundary and its decoded attributes.
 
-    ``line``: where the span's JSON line is (data, start, end); the call then keeps
+    ``line``: where the span's JSON line is (see ``LineRef``); the call then keeps
     only what it needs and decodes its attributes again from the line when asked."""
     error = None
     error_type = attributes.get(A.ERROR_TYPE)

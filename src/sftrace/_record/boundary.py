@@ -160,7 +160,7 @@ class BoundaryCall:
             value = replay.manual(recorded)
             self.finish(value)
             return value
-        return restore(loads(self.finish_recorded(recorded)))
+        return restore(self.finish_recorded(recorded))
 
     def finish(self, value: Any, extra: Mapping[str, Any] | None = None) -> None:
         """Record a result produced by the body (or the manual handler); ``extra``:
@@ -189,8 +189,9 @@ class BoundaryCall:
             found = llm_response_attributes(value)
             self.span.set_attributes({k: v for k, v in found.items() if k not in (extra or ())})
 
-    def finish_recorded(self, recorded: Call) -> str:
-        """Record the recorded result a replay answers with; return its JSON text.
+    def finish_recorded(self, recorded: Call) -> Any:
+        """Record the recorded result a replay answers with; return it, parsed anew (a
+        malformed one raises ``BundleError`` before anything is recorded).
 
         It was redacted when it was recorded, so it is not scanned again: its redaction
         records, and an LLM call's usage and response model, come from the recording. An
@@ -198,6 +199,7 @@ class BoundaryCall:
         now; the caller still gets it as given, as a recorded call's caller does.
         """
         self._refuse_unrecorded(recorded)
+        value = recorded.fresh_output()
         output_json = recorded.output_json or "null"
         attributes = recorded.attributes
         fresh = self.decision is not None and self.decision.fresh
@@ -211,7 +213,7 @@ class BoundaryCall:
             self._note_redactions(
                 [r for r in loads(recorded_redactions) if r.get("field") == "output"]
             )
-        return output_json
+        return value
 
     def _redacted_output(self, output_json: str) -> str:
         output_json, found = self.run.redactor.redact_json(

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from sftrace._model import attributes as A
 from sftrace._model.policy import ReplayPolicy
-from sftrace._model.serialize import Serializer, dumps, loads
+from sftrace._model.serialize import Serializer, dumps
 from sftrace._record.boundary import BoundaryCall, BoundarySpec, call_async, call_sync
 from sftrace._record.intercept import Action
 from sftrace._record.run import ActiveRun, current_run
@@ -199,7 +199,7 @@ class ManualLLMCall:
                 self._fail_and_close(decision.error)
             elif decision.action is Action.RETURN and decision.recorded is not None:
                 handle.replayed = True
-                handle.output = loads(call.finish_recorded(decision.recorded))
+                handle.output = call.finish_recorded(decision.recorded)
         return handle
 
     def _fail_and_close(self, error: BaseException | None) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sftrace._errors import (
+    BundleError,
     ReplayError,
     ReplayExhaustedError,
     ReplayMismatchError,
@@ -124,6 +125,14 @@ class ReplayController:
         return {"how": "on_miss" if self.options.on_miss == "live" else "replay"}
 
     def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:
+        try:
+            return self._decide(reached, policy_hint)
+        except BundleError as exc:
+            # A recorded value read for the first time here is malformed (a damaged
+            # bundle): the call reached raises it, naming the file, line and span.
+            return Decision(Action.RAISE, error=exc)
+
+    def _decide(self, reached: Reached, policy_hint: ReplayPolicy | None) -> Decision:
         with self.lock:
             return self._decide(reached)
 

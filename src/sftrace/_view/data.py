@@ -107,6 +107,7 @@ def _number(value: Any) -> float | int | None:
 
 def call_detail(call: Call, values: Values) -> dict[str, Any]:
     """What the page shows about one call (values by index into the table)."""
+    call.check_values()  # its texts go into the page as JSON
     detail: dict[str, Any] = {
         "seq": call.seq,
         "kind": call.kind,

@@ -261,7 +261,7 @@ def write_peer_run(
         writer.discard()
         raise
     try:
-        load_bundle(path, verify_integrity=True)
+        load_bundle(path, verify_integrity=True, eager=True)
     except BundleError:
         shutil.rmtree(path, ignore_errors=True)
         raise
