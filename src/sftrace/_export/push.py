@@ -113,7 +113,8 @@ def push_bundles(
         encoder=resolve_encoder(encoder, resolved_protocol),
         compression=resolve_compression(),
     )
-    loaded = [(Path(path), load_bundle(path)) for path in bundles]
+    # Every value is checked before anything is sent.
+    loaded = [(Path(path), load_bundle(path, eager=True)) for path in bundles]
     exporter = make_exporter(settings, SpanPreparer(), log_once=False)
     results = []
     try:
