@@ -126,15 +126,12 @@ class ReplayController:
 
     def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:
         try:
-            return self._decide(reached, policy_hint)
+            with self.lock:
+                return self._decide(reached)
         except BundleError as exc:
             # A recorded value read for the first time here is malformed (a damaged
             # bundle): the call reached raises it, naming the file, line and span.
             return Decision(Action.RAISE, error=exc)
-
-    def _decide(self, reached: Reached, policy_hint: ReplayPolicy | None) -> Decision:
-        with self.lock:
-            return self._decide(reached)
 
     def _decide(self, reached: Reached) -> Decision:
         """:meth:`decide`, with the lock held."""
