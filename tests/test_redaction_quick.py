@@ -244,9 +244,9 @@ def test_quick_check_leaves_near_misses_to_the_survey(text: str) -> None:
         '{"prompt_tokens":12,"max_tokens":100}',
         '{"source":"result = self.client.fetch(url, timeout=30)\\n"}',
         '{"sha256":"' + "ab" * 32 + '","id":"' + "0f" * 20 + '"}',
-        '{"text":"The bearer of news (no digits here)."}',
+        '{"text":"The client said: the token is spent."}',
     ],
 )
 def test_quick_check_clears_look_alikes(text: str) -> None:
-    """What follows a keyword decides: prompt_tokens, client.fetch, a bearer of no token."""
+    """What follows a keyword decides: prompt_tokens, client.fetch, a client who said."""
     assert _DEFAULT._scanner._quick.clear(text)

@@ -84,6 +84,10 @@ def _check_claims(text: str) -> None:
             if rule.token_run:
                 longest = max((len(r) for r in _TOKEN_CHARS.findall(whole)), default=0)
                 assert longest >= rule.token_run, (rule.name, whole)
+            if rule.needs:
+                # (on the folded JSON of the match, its escapes spaces, as the quick check)
+                folded = re.sub(r"\\.", " ", orjson.dumps(whole).decode().lower())
+                assert re.search(rule.needs, folded), (rule.name, whole)
             if rule.inside:
                 assert any(text.startswith(lit, match.start()) for lit in rule.inside)
             elif rule.keywords and low is not None:

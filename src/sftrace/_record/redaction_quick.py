@@ -37,6 +37,7 @@ _BEFORE = r"[^a-z]*+"
 # stands for is neither a letter nor a digit.
 _ESCAPE = re.compile(r"\\.", re.DOTALL)
 _A = ord("a")
+_SMALL = 4096  # a text up to this long has few runs
 _BACKSLASH = ord("\\")
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 # One byte per character: "a" for a run character (base64), "\\" for a backslash, a
@@ -114,7 +115,7 @@ class _Plan:
 
     reversed: tuple[re.Pattern[str], ...]
     finds: tuple[tuple[re.Pattern[str] | None, tuple[re.Pattern[str], ...]], ...]
-    literals: tuple[re.Pattern[str], ...]
+    literals: tuple[tuple[re.Pattern[str] | None, tuple[re.Pattern[str], ...]], ...]
 
 
 class QuickCheck:
@@ -145,27 +146,28 @@ class QuickCheck:
             gates.update(rule.requires)
             gates.update(char for k in rule.keywords for char in k if char not in _LETTERS)
             gates.update(char for literal in rule.inside for char in literal)
-        self._gates = "".join(sorted(gates))
+        # Letters and digits are too common to be worth a search.
+        self._gates = "".join(sorted(char for char in gates if not char.isalnum()))
+        self._gate_set = frozenset(self._gates)
         self._plans: dict[frozenset[str], _Plan] = {}
 
     def _plan(self, present: frozenset[str]) -> _Plan:
+        """What to look for in a text holding the gate characters ``present`` (letters
+        and digits are not gates: taken as there)."""
         plan = self._plans.get(present)
         if plan is None:
             by_char: dict[str, set[tuple[str, ...]]] = {}
             finds: dict[str, dict[str, None]] = {}
-            literals: dict[str, set[tuple[str, ...]]] = {}
+            literals: dict[str, dict[str, set[tuple[str, ...]]]] = {}
             for rule in self._free:
-                if rule.requires and not present.intersection(rule.requires):
+                required = set(rule.requires)
+                if required and required <= self._gate_set and not present & required:
                     continue
-                if rule.inside:
-                    for literal in rule.inside:
-                        if present.issuperset(literal):
-                            literals.setdefault(literal[0], set()).add(
-                                tuple(re.escape(c) for c in literal[1:])
-                            )
-                    continue
-                for keyword in rule.keywords:
-                    if not present.issuperset(set(keyword) - _LETTERS):
+                for literal in rule.inside:
+                    by_first = literals.setdefault(rule.needs, {})
+                    by_first.setdefault(literal[0], set()).add(tuple(map(re.escape, literal[1:])))
+                for keyword in () if rule.inside else rule.keywords:
+                    if not present.issuperset(set(keyword) & self._gate_set):
                         continue
                     at = _special(keyword)
                     if at > 0:
@@ -180,17 +182,25 @@ class QuickCheck:
                     (re.compile(needs) if needs else None, _by_first(keywords))
                     for needs, keywords in finds.items()
                 ),
-                _by_char(literals),
+                tuple(
+                    (re.compile(needs) if needs else None, _by_char(by_first))
+                    for needs, by_first in literals.items()
+                ),
             )
             self._plans[present] = plan
         return plan
 
     def clear(self, text: str) -> bool:
         """True when nothing in the JSON text ``text`` can be redacted; False: maybe."""
-        if not text.isascii() or ("\\" in text and ("\\u" in text or "\\/" in text)):
+        if not text.isascii():
             return False
-        low = _without_escapes(text.lower()) if "\\" in text else text.lower()
-        plan = self._plan(frozenset(char for char in self._gates if char in text))
+        folded = text.lower()
+        low = folded
+        if "\\" in text:
+            if "\\u" in text or "\\/" in text:
+                return False
+            low = _without_escapes(folded)
+        plan = self._plan(frozenset([char for char in self._gates if char in text]))
         backwards = None
         if self._names is not None and (":" in text or "=" in text):
             backwards = (low.replace("=", ":") if "=" in text else low)[::-1]
@@ -199,18 +209,22 @@ class QuickCheck:
         if plan.reversed:
             if backwards is None:
                 backwards = low[::-1]
-            if any(pattern.search(backwards) for pattern in plan.reversed):
-                return False
+            for pattern in plan.reversed:
+                if pattern.search(backwards) is not None:
+                    return False
         for needs, patterns in plan.finds:
-            if needs is not None and needs.search(low) is None:
-                continue
-            if any(pattern.search(low) for pattern in patterns):
-                return False
-        if any(pattern.search(text) for pattern in plan.literals):
-            return False
+            if needs is None or needs.search(low) is not None:
+                for pattern in patterns:
+                    if pattern.search(low) is not None:
+                        return False
+        for needs, patterns in plan.literals:
+            if needs is None or needs.search(low) is not None:
+                for pattern in patterns:
+                    if pattern.search(text) is not None:
+                        return False
         # (The shapes mix upper case, lower case and digits: a text without upper case
         # has none.)
-        return not self._shapes or low == text or not self._has_shape(text)
+        return not self._shapes or folded == text or not self._has_shape(text)
 
     def _has_shape(self, text: str) -> bool:
         """A run of exactly a shape's length of run characters, in a text with a digit
@@ -220,9 +234,19 @@ class QuickCheck:
         if not any(digit in text for digit in "0123456789"):
             return False
         classes = text.encode("ascii").translate(_RUN_TABLE) + b" "
+        escapes = "\\" in text
         for length in self._shapes:
             run = b"a" * length
             at = classes.find(run)
+            if at == -1:
+                continue
+            if len(classes) <= _SMALL:
+                # Few runs: their lengths at once (a backslash ends a run: one of the
+                # shape's length plus one may be an escape's letter and a shaped run).
+                lengths = set(map(len, classes.replace(b"\\", b" ").split()))
+                if length in lengths or (escapes and length + 1 in lengths):
+                    return True
+                continue
             while at != -1:
                 end = at + length
                 if classes[end] != _A:
@@ -230,6 +254,6 @@ class QuickCheck:
                 if at and classes[at - 1] == _BACKSLASH and classes[end + 1] != _A:
                     return True
                 end = classes.find(b" ", end)
-                slash = classes.find(b"\\", at + length, end)
+                slash = classes.find(b"\\", at + length, end) if escapes else -1
                 at = classes.find(run, slash if slash != -1 else end)
         return False

@@ -394,7 +394,12 @@ _TOKEN_RUNS: Final[dict[str, int]] = {
 
 # Rule.needs: command lines give a password after -p, --password..., a user after -u.
 # (A private key's -----BEGIN holds "--" too.)
-_NEEDS: Final[dict[str, str]] = {"cli_password": r"-[-pu]", "private_key": r"-[-pu]"}
+# A JWT's payload starts ".eyJ".
+_NEEDS: Final[dict[str, str]] = {
+    "cli_password": r"-[-pu]",
+    "private_key": r"-[-pu]",
+    "jwt": r"\.eyj",
+}
 
 BUILTIN_PATTERN_NAMES: Final[tuple[str, ...]] = (
     *dict.fromkeys(name for name, _, _, _ in _SPECS),
