@@ -141,3 +141,26 @@ def measure_redaction(repeats: int, *, quick: bool) -> dict[str, Any]:
             }
         )
     return {"shapes": results, "rows": rows, "checks": checks}
+
+
+def main() -> None:
+    """`python benchmarks/redaction_bench.py [--repeats N] [--full]`: the table of row 10."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5, help="rounds per shape (median)")
+    parser.add_argument("--full", action="store_true", help="5x more calls per round")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    result = measure_redaction(args.repeats, quick=not args.full)
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs; median of {args.repeats} rounds")
+    print(f"{'shape':36} {'KB':>8} {'wall µs/KB':>11} {'CPU µs/KB':>10}  target")
+    for name, shape in result["shapes"].items():
+        wall, cpu = shape["wall_ns_per_kb"] / 1000, shape["cpu_ns_per_kb"] / 1000
+        verdict = "met" if cpu <= TARGET_US_PER_KB else "missed"
+        print(f"{name:36} {shape['kb']:8.1f} {wall:11.2f} {cpu:10.2f}  {verdict} (CPU)")
+
+
+if __name__ == "__main__":
+    main()

@@ -148,6 +148,8 @@ class QuickCheck:
             gates.update(char for literal in rule.inside for char in literal)
         # Letters and digits are too common to be worth a search.
         self._gates = "".join(sorted(char for char in gates if not char.isalnum()))
+        if any(literal == literal.lower() for rule in free for literal in rule.inside):
+            raise ValueError("exact-case literals must hold an upper case letter")
         self._gate_set = frozenset(self._gates)
         self._plans: dict[frozenset[str], _Plan] = {}
 
@@ -217,7 +219,8 @@ class QuickCheck:
                 for pattern in patterns:
                     if pattern.search(low) is not None:
                         return False
-        for needs, patterns in plan.literals:
+        for needs, patterns in () if folded == text else plan.literals:
+            # (exact-case literals have upper case: AKIA, eyJ)
             if needs is None or needs.search(low) is not None:
                 for pattern in patterns:
                     if pattern.search(text) is not None:
