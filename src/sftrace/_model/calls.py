@@ -170,6 +170,20 @@ class Call:
     def attributes(self, value: dict[str, Any]) -> None:
         self._attributes = value
 
+    def may_have(self, key: str) -> bool:
+        """False when the call's attributes surely lack ``key``, told without decoding
+        them: a loaded call looks for the key's JSON text in its span's line (a line
+        with any ``\\u`` escape, which could spell a key otherwise, is decoded)."""
+        line = self._line
+        if self._attributes is not None or line is None:
+            return key in self.attributes
+        data, start, end = line[0], line[1], line[2]
+        if data.find(b'"' + key.encode() + b'"', start, end) < 0 and (
+            data.find(b"\\u", start, end) < 0
+        ):
+            return False
+        return key in self.attributes
+
     @property
     def input(self) -> Any:
         if self._input is Call._MISSING:

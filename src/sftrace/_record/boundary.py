@@ -201,14 +201,17 @@ class BoundaryCall:
         self._refuse_unrecorded(recorded)
         value = recorded.fresh_output()
         output_json = recorded.output_json or "null"
-        attributes = recorded.attributes
         fresh = self.decision is not None and self.decision.fresh
         self._set_output(self._redacted_output(output_json) if fresh else output_json)
         if self.spec.kind == A.KIND_LLM:
+            attributes = recorded.attributes
             self.span.set_attributes(
                 {key: attributes[key] for key in _RESPONSE_ATTRIBUTES if key in attributes}
             )
-        recorded_redactions = attributes.get(A.REDACTIONS)
+        # A tool call's attributes are decoded only when the recording redacted it.
+        recorded_redactions = (
+            recorded.attributes.get(A.REDACTIONS) if recorded.may_have(A.REDACTIONS) else None
+        )
         if recorded_redactions:
             self._note_redactions(
                 [r for r in loads(recorded_redactions) if r.get("field") == "output"]

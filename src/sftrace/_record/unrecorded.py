@@ -34,6 +34,8 @@ def unrecorded_reason(
 
 def unrecorded_error(recorded: Call) -> UnrecordedResultError | None:
     """The error a replay raises for ``recorded``, or None when its result was recorded."""
+    if not recorded.may_have(A.OUTPUT_UNRECORDED):  # no need to decode its attributes
+        return None
     reason = recorded.attributes.get(A.OUTPUT_UNRECORDED)
     if reason is None:
         return None
