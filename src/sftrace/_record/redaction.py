@@ -21,7 +21,8 @@ Three kinds of rules:
 A redacted value becomes ``"[REDACTED:<rule>]"``. Each redaction is recorded as its
 JSON path and rule name on the span (``sftrace.redactions``), never the value.
 
-The hot path is one scan of the JSON text of a value (``redaction_scan``): only when it
+The hot path is a few scans of the JSON text of a value (``redaction_quick``), then, when
+they cannot rule everything out, the keyword survey (``redaction_scan``): only when it
 finds where a rule could match is the value parsed, walked and redacted.
 """
 
