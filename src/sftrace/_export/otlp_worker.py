@@ -40,6 +40,7 @@ from sftrace._model.otlp_json import decode_span, span_id_hex, trace_id_hex
 __all__ = ["ExportWorker", "SpanSource", "WorkerLimits"]
 
 _SPAN_ID_KEY = b'"spanId":"'
+_JOURNALS_KEPT = 64
 _FIRST_BACKOFF_S = 0.1
 _MAX_BACKOFF_S = 5.0
 
@@ -112,6 +113,7 @@ class ExportWorker:
         self._spill: dict[int, _Spilled] = {}
         self._inflight: list[Item] = []
         self._reading: tuple[int, _Spilled] | None = None  # spilled spans being read back
+        self._journal_read: dict[Path, int] = {}  # journal -> offset read back up to
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._idle = threading.Condition(self._lock)
@@ -146,8 +148,9 @@ class ExportWorker:
         log_once(
             "queueing a span for OTLP export",
             RuntimeError(
-                f"the export queue is full ({self.limits.max_queue} spans) and the span "
-                f"belongs to no recorded run: dropped; raise OTEL_BSP_MAX_QUEUE_SIZE"
+                f"a span that belongs to no recorded run (no journal to send it from later) "
+                f"found the export queue full ({self.limits.max_queue} spans) or its export "
+                f"failed: dropped; raise OTEL_BSP_MAX_QUEUE_SIZE to queue more"
             ),
         )
 
@@ -281,11 +284,11 @@ class ExportWorker:
             )
             return []
         try:
-            lines = (path / SPANS_FILE if path.is_dir() else path).read_bytes().splitlines()
+            lines = self._lines(path, wanted)
         except OSError:
             return None
         spans: list[Item] = []
-        for line in _matching(lines, wanted):
+        for line in lines:
             try:
                 spans.append((decode_span(orjson.loads(line), entry.resource, entry.scope), line))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
@@ -294,6 +297,25 @@ class ExportWorker:
         if found < len(wanted):
             self.dropped += len(wanted) - found
         return spans
+
+    def _lines(self, path: Path, wanted: set[bytes]) -> list[bytes]:
+        """The lines of ``wanted`` spans in a bundle, or in a journal from where the last
+        read-back of it stopped (spans spill in the order they ended, the order of the
+        journal), so a long run is not read again from its start at every spill."""
+        if path.is_dir():
+            return list(_matching((path / SPANS_FILE).read_bytes().splitlines(), wanted))
+        start = self._journal_read.get(path, 0)
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            data = handle.read()
+        found = list(_matching(data.splitlines(), wanted))
+        if len(found) < len(wanted) and start:  # some ended earlier (a failed batch)
+            found = list(_matching(path.read_bytes().splitlines(), wanted))
+        if len(found) == len(wanted):
+            if len(self._journal_read) >= _JOURNALS_KEPT:
+                del self._journal_read[next(iter(self._journal_read))]
+            self._journal_read[path] = start + data.rfind(b"\n") + 1
+        return found
 
     # -- flush and shutdown -------------------------------------------------------------
     def _done(self) -> bool:
