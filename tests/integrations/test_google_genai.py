@@ -1,0 +1,244 @@
+"""The Google GenAI integration: a real ``google.genai.Client`` (its HTTP layer answered
+by an ``httpx.MockTransport``) recorded, then replayed as the SDK's own response types
+with no request sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google import genai
+from google.genai import errors, types
+from pydantic import BaseModel
+from roundtrip import record_then_replay
+
+from sftrace import ReplayMismatchError, load_bundle, record, replay
+from sftrace.integrations.google_genai import instrument
+
+MODEL = "gemini-2.5-flash"
+PROMPT = "Where is my parcel 42?"
+PIECES = ["Your parcel ", "ships ", "today."]
+USAGE = {"promptTokenCount": 9, "candidatesTokenCount": 5, "totalTokenCount": 14}
+
+
+def answer(text: str, *, usage: bool = True) -> dict[str, Any]:
+    """A generateContent response body as the Gemini API sends it."""
+    body: dict[str, Any] = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": text}]},
+                "finishReason": "STOP",
+                "index": 0,
+            }
+        ],
+        "modelVersion": MODEL,
+        "responseId": "resp-1",
+    }
+    if usage:
+        body["usageMetadata"] = USAGE
+    return body
+
+
+class FakeGemini:
+    """Canned replies for the Gemini API; ``offline()`` refuses every further request."""
+
+    def __init__(self) -> None:
+        self.replies: list[tuple[int, str, bytes]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.refused: list[str] = []
+        self._offline = False
+
+    def reply_json(self, body: dict[str, Any], *, status: int = 200) -> None:
+        self.replies.append((status, "application/json", json.dumps(body).encode()))
+
+    def reply_stream(self, bodies: list[dict[str, Any]]) -> None:
+        events = "".join(f"data: {json.dumps(body)}\r\n\r\n" for body in bodies)
+        self.replies.append((200, "text/event-stream", events.encode()))
+
+    def offline(self) -> None:
+        self._offline = True
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        if self._offline:
+            self.refused.append(f"{request.method} {request.url}")
+            raise AssertionError(f"a request was sent during replay: {request.url}")
+        self.requests.append(json.loads(request.content))
+        status, content_type, content = self.replies.pop(0)
+        return httpx.Response(status, headers={"content-type": content_type}, content=content)
+
+    def client(self) -> genai.Client:
+        transport = httpx.MockTransport(self.handler)
+        options = types.HttpOptions(
+            base_url="http://llm.test",
+            httpx_client=httpx.Client(transport=transport),
+            httpx_async_client=httpx.AsyncClient(transport=transport),
+        )
+        return instrument(genai.Client(api_key="test-key", http_options=options))
+
+
+@pytest.fixture
+def api() -> FakeGemini:
+    return FakeGemini()
+
+
+def script(api: FakeGemini, stream: bool) -> None:
+    if stream:
+        chunks = [answer(piece, usage=False) for piece in PIECES]
+        chunks[-1]["usageMetadata"] = USAGE
+        api.reply_stream(chunks)
+    else:
+        api.reply_json(answer("".join(PIECES)))
+
+
+def agent_for(api: FakeGemini, *, is_async: bool, stream: bool) -> Any:
+    client = api.client()
+    config = types.GenerateContentConfig(temperature=0.2, system_instruction="Be brief.")
+
+    async def async_agent() -> Any:
+        models = client.aio.models
+        if stream:
+            chunks = await models.generate_content_stream(
+                model=MODEL, contents=PROMPT, config=config
+            )
+            return [chunk async for chunk in chunks]
+        return await models.generate_content(model=MODEL, contents=PROMPT, config=config)
+
+    def agent() -> Any:
+        if is_async:
+            return asyncio.run(async_agent())
+        if stream:
+            chunks = client.models.generate_content_stream(
+                model=MODEL, contents=PROMPT, config=config
+            )
+            return list(chunks)
+        return client.models.generate_content(model=MODEL, contents=PROMPT, config=config)
+
+    return agent
+
+
+def texts(result: Any) -> list[str | None]:
+    if isinstance(result, list):
+        return [chunk.text for chunk in result]
+    return [result.text]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_replay_returns_the_sdk_response_types_without_any_request(
+    tmp_path: Path, api: FakeGemini, is_async: bool, stream: bool
+) -> None:
+    script(api, stream)
+    agent = agent_for(api, is_async=is_async, stream=stream)
+
+    recorded, replayed, session = record_then_replay(tmp_path / "run.sftrace", api, agent)
+
+    assert texts(replayed) == texts(recorded)
+    assert "".join(t or "" for t in texts(replayed)) == "".join(PIECES)
+    chunks = replayed if stream else [replayed]
+    assert all(type(chunk) is types.GenerateContentResponse for chunk in chunks)
+    last = chunks[-1]
+    assert last.usage_metadata is not None
+    assert last.usage_metadata.total_token_count == USAGE["totalTokenCount"]
+    assert last.candidates[0].finish_reason == types.FinishReason.STOP
+    assert [m.action for m in session.matched] == ["substituted"]
+    [call] = load_bundle(tmp_path / "run.sftrace").calls
+    assert (call.provider, call.name) == ("gcp.gemini", MODEL)
+    # What is compared: the request, not the transport (api key, base URL).
+    assert call.input == {
+        "model": MODEL,
+        "contents": PROMPT,
+        "config": {"temperature": 0.2, "system_instruction": "Be brief."},
+    } | ({"stream": True} if stream else {})
+    assert "test-key" not in json.dumps(call.input)
+    assert call.attributes["gen_ai.usage.input_tokens"] == USAGE["promptTokenCount"]
+    assert call.attributes["gen_ai.usage.output_tokens"] == USAGE["candidatesTokenCount"]
+
+
+def test_a_changed_prompt_is_a_strict_mismatch_naming_the_path(
+    tmp_path: Path, api: FakeGemini
+) -> None:
+    script(api, stream=False)
+    client = api.client()
+    contents = [types.Content(role="user", parts=[types.Part(text=PROMPT)])]
+    with record("agent", output=tmp_path / "run.sftrace"):
+        client.models.generate_content(model=MODEL, contents=contents)
+    api.offline()
+    changed = [types.Content(role="user", parts=[types.Part(text="Where is my parcel 43?")])]
+    with (
+        pytest.raises(ReplayMismatchError, match=r"\$\.contents\[0\]\.parts\[0\]\.text"),
+        replay(tmp_path / "run.sftrace"),
+    ):
+        client.models.generate_content(model=MODEL, contents=changed)
+    assert api.refused == []
+
+
+def test_an_api_error_is_recorded_and_raised_again_as_the_sdk_error(
+    tmp_path: Path, api: FakeGemini
+) -> None:
+    body = {"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}
+    api.reply_json(body, status=429)
+    client = api.client()
+
+    def agent() -> tuple[str, int, str | None, str | None]:
+        try:
+            client.models.generate_content(model=MODEL, contents=PROMPT)
+        except errors.ClientError as exc:  # what an agent catching the SDK's errors sees
+            return type(exc).__name__, exc.code, exc.status, exc.message
+        return "answered", 0, None, None
+
+    recorded, replayed, _ = record_then_replay(tmp_path / "run.sftrace", api, agent)
+
+    assert recorded == ("ClientError", 429, "RESOURCE_EXHAUSTED", "Quota exceeded")
+    assert replayed == recorded
+
+
+class Parcel(BaseModel):
+    parcel_id: int
+    status: str
+
+
+def test_a_structured_answer_replays_parsed_as_the_schema_class(
+    tmp_path: Path, api: FakeGemini
+) -> None:
+    api.reply_json(answer(json.dumps({"parcel_id": 42, "status": "shipped"})))
+    client = api.client()
+    config = types.GenerateContentConfig(
+        response_mime_type="application/json", response_schema=Parcel
+    )
+
+    def agent() -> Any:
+        return client.models.generate_content(model=MODEL, contents=PROMPT, config=config).parsed
+
+    recorded, replayed, _ = record_then_replay(tmp_path / "run.sftrace", api, agent)
+
+    assert replayed == recorded == Parcel(parcel_id=42, status="shipped")
+    [call] = load_bundle(tmp_path / "run.sftrace").calls
+    schema = call.input["config"]["response_schema"]
+    assert schema["python_type"].endswith("Parcel")
+
+
+def test_a_chat_session_records_each_turn(tmp_path: Path, api: FakeGemini) -> None:
+    api.reply_json(answer("It ships today."))
+    api.reply_json(answer("Tomorrow."))
+    client = api.client()
+
+    def agent() -> list[str | None]:
+        chat = client.chats.create(model=MODEL)
+        return [chat.send_message(PROMPT).text, chat.send_message("And arrives?").text]
+
+    recorded, replayed, session = record_then_replay(tmp_path / "run.sftrace", api, agent)
+
+    assert replayed == recorded == ["It ships today.", "Tomorrow."]
+    assert len(session.matched) == 2
+
+
+def test_outside_a_run_the_client_is_untouched(api: FakeGemini) -> None:
+    api.reply_json(answer("hello"))
+    client = api.client()
+    assert instrument(client) is client
+    assert client.models.generate_content(model=MODEL, contents=PROMPT).text == "hello"
+    assert len(api.requests) == 1
