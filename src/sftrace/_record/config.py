@@ -1,10 +1,18 @@
 """``sftrace.configure``: which tracer provider sftrace uses and where bundles go.
 
 sftrace fits into the OpenTelemetry set-up an application already has. If a global SDK
-``TracerProvider`` exists (the application's own, or one made by ``logfire.configure()``,
-``phoenix.otel.register()`` or ``opentelemetry-instrument``), sftrace adds its processors
-to it; otherwise it creates one and sets it as the global provider. ``record()``
-configures the defaults by itself the first time it is used.
+``TracerProvider`` exists (the application's own, or one made by ``logfire.configure()``
+[behind Logfire's proxy], ``phoenix.otel.register()``, ``Traceloop.init()`` or
+``opentelemetry-instrument``), sftrace adds its processors to it (see ``_record.attach``);
+otherwise it creates one, which it sets as the global provider when the first run
+starts if no other set-up has installed one by then. ``record()`` configures the
+defaults by itself the first time it is used.
+
+Unless ``configure`` was given an SDK provider, sftrace looks again when each run or
+replay starts: a set-up made after ``sftrace.configure()`` (``logfire.configure()``
+called later, or again) takes sftrace's processors over to its provider, with the same
+arguments. Spans sftrace records are kept whatever the application's sampler decides
+(``attach.RecordDroppedSpans``): bundles never depend on sampling.
 
 OTLP export (``otlp_endpoint`` or the standard ``OTEL_EXPORTER_OTLP_*`` variables) adds
 a processor that sends spans from a background worker, through sftrace's own OTLP/JSON
@@ -48,6 +56,7 @@ from sftrace._export.otlp_settings import OtlpSettings, resolve_settings
 from sftrace._internal import log_once
 from sftrace._model import attributes as A
 from sftrace._model.attributes import INSTRUMENTATION_SCOPE
+from sftrace._record.attach import record_dropped_spans, sdk_provider_of
 from sftrace._record.redaction import Redactor, set_redactor
 from sftrace._version import __version__
 
@@ -89,6 +98,10 @@ class State:
     bundle_dir: Path | None
     processors: list[SpanProcessor] = field(default_factory=list)
     otlp: OtlpSpanProcessor | None = None
+    # What configure() was given: the provider (or proxy) to follow, None for the global
+    # one, an SDK provider to stay on; and its other arguments, to redo it (see follow).
+    source: object | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
 
     def resolved_bundle_dir(self) -> Path:
         if self.bundle_dir is not None:
@@ -103,6 +116,8 @@ _lock = threading.RLock()
 _own_provider: TracerProvider | None = None
 # Its processors, on which sftrace builds its tracer under OTEL_SDK_DISABLED (see _tracer).
 _own_processors: SynchronousMultiSpanProcessor | None = None
+# sftrace's own provider once it was offered as the global one (at its first run).
+_own_offered: TracerProvider | None = None
 # True while record() configures the defaults by itself (see get_state).
 _configuring_defaults = False
 # Span processors a higher layer contributes to every configuration (the replay layer's
@@ -123,7 +138,7 @@ def register_processor_factory(factory: Callable[[], SpanProcessor]) -> None:
 
 def configure(
     *,
-    tracer_provider: TracerProvider | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
     bundle_dir: str | os.PathLike[str] | None = None,
     otlp_endpoint: str | None = None,
     otlp_protocol: str | None = None,
@@ -140,8 +155,11 @@ def configure(
     arguments changes nothing (processors and exporters are never duplicated).
 
     Args:
-        tracer_provider: the SDK ``TracerProvider`` to attach to. Default: the global
-            provider if it is an SDK provider, else a new one set as the global provider.
+        tracer_provider: the SDK ``TracerProvider`` to attach to, or a proxy holding one
+            in its ``provider`` attribute (Logfire's, which sftrace follows when Logfire
+            is configured again). Default: the global provider if it is (or wraps) an
+            SDK provider, looked up again when each run starts; else a new one, set as
+            the global provider when the first run starts if none was set by then.
         bundle_dir: where ``record()`` writes bundles when it is given no ``output``.
             Default: ``$SFTRACE_DIR``, else ``.sftrace/traces`` under the working directory.
         otlp_endpoint: the collector to ship spans to (``http://host:4318`` or
@@ -180,28 +198,45 @@ def configure(
     ``$OTEL_EXPORTER_OTLP_TIMEOUT`` (seconds, default 10); it also bounds how long the
     provider's shutdown can wait for a collector that does not answer.
     """
+    arguments = {
+        "bundle_dir": bundle_dir,
+        "otlp_endpoint": otlp_endpoint,
+        "otlp_protocol": otlp_protocol,
+        "otlp_headers": otlp_headers,
+        "otlp_encoder": otlp_encoder,
+        "service_name": service_name,
+        "capture_content": capture_content,
+        "max_payload_bytes": max_payload_bytes,
+        "redaction": redaction,
+    }
+    _configure(tracer_provider, arguments)
+
+
+def _configure(source: object | None, arguments: dict[str, Any]) -> None:
     global _state
     with _lock:
         # Everything that can fail is checked first, so a ConfigError changes nothing.
-        _check_provider(tracer_provider)
+        _check_provider(source)
+        bundle_dir = arguments["bundle_dir"]
         directory = Path(bundle_dir) if bundle_dir is not None else None
-        existing = _existing_provider(tracer_provider)
+        existing = _existing_provider(source)
         settings = _otlp_settings(
-            endpoint=otlp_endpoint,
-            protocol=otlp_protocol,
-            headers=otlp_headers,
-            encoder=otlp_encoder,
-            capture_content=capture_content,
-            max_payload_bytes=max_payload_bytes,
+            endpoint=arguments["otlp_endpoint"],
+            protocol=arguments["otlp_protocol"],
+            headers=arguments["otlp_headers"],
+            encoder=arguments["otlp_encoder"],
+            capture_content=arguments["capture_content"],
+            max_payload_bytes=arguments["max_payload_bytes"],
             standard_endpoint_variables=existing is None or existing is _own_provider,
-            service_name=service_name,
+            service_name=arguments["service_name"],
         )
-        set_redactor(redaction)  # checks its argument before it changes anything
-        provider = existing if existing is not None else _own(service_name)
+        set_redactor(arguments["redaction"])  # checks its argument before it changes anything
+        provider = existing if existing is not None else _own(arguments["service_name"])
         old = _state
         if old is not None and old.provider is provider:
             # Idempotent: same provider, keep the processors already attached.
             old.bundle_dir = directory
+            old.source, old.arguments = source, arguments
             _apply_otlp(old, settings)
             return
         if old is not None:
@@ -217,6 +252,8 @@ def configure(
             bundle_exporter=exporter,
             bundle_dir=directory,
             processors=processors,
+            source=source,
+            arguments=arguments,
         )
         _apply_otlp(_state, settings)
 
@@ -274,22 +311,21 @@ def _retire(processor: OtlpSpanProcessor) -> None:
     threading.Thread(target=processor.shutdown, name="sftrace-otlp-retire", daemon=True).start()
 
 
-def _check_provider(explicit: TracerProvider | None) -> None:
-    if explicit is not None and not isinstance(explicit, TracerProvider):
+def _check_provider(explicit: object | None) -> None:
+    if explicit is not None and sdk_provider_of(explicit) is None:
         raise ConfigError(
-            f"tracer_provider must be an opentelemetry.sdk.trace.TracerProvider, got "
+            f"tracer_provider must be an opentelemetry.sdk.trace.TracerProvider (or a "
+            f"configured proxy around one, such as Logfire's), got "
             f"{type(explicit).__qualname__}"
         )
 
 
-def _existing_provider(explicit: TracerProvider | None) -> TracerProvider | None:
-    """The provider to attach to: the explicit one, else the global SDK provider; None
-    when sftrace must use its own (neither exists, or OpenTelemetry is disabled)."""
-    if explicit is not None and not _is_disabled(explicit):
-        return explicit
-    current = trace.get_tracer_provider()
-    if explicit is None and isinstance(current, TracerProvider) and not _is_disabled(current):
-        return current
+def _existing_provider(source: object | None) -> TracerProvider | None:
+    """The provider to attach to: the explicit one's SDK provider, else the global one's;
+    None when sftrace must use its own (neither exists, or OpenTelemetry is disabled)."""
+    provider = sdk_provider_of(trace.get_tracer_provider() if source is None else source)
+    if provider is not None and not _is_disabled(provider):
+        return provider
     return None
 
 
@@ -306,16 +342,28 @@ def _own(service_name: str | None) -> TracerProvider:
     )
     processors = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
     provider = TracerProvider(resource=resource, active_span_processor=processors)
-    # Under OTEL_SDK_DISABLED the application turned OpenTelemetry off, but record() and
-    # replay were asked for explicitly: they run on this provider, which is not made
-    # global (so nothing else is traced) and exports nothing over OTLP. When the global
-    # provider is not an SDK one (sftrace cannot add processors to it), it is private too.
-    if not _is_disabled(provider) and isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider
-    ):
-        trace.set_tracer_provider(provider)
     _own_provider, _own_processors = provider, processors
     return provider
+
+
+def _offer_own_as_global(state: State) -> None:
+    """At the first run on sftrace's own provider, make it global if nothing else is.
+
+    Not earlier: a set-up made after ``sftrace.configure()`` and before the first run
+    (``logfire.configure()``) must get the global slot, which OpenTelemetry gives once.
+    Under OTEL_SDK_DISABLED the application turned OpenTelemetry off, but record() and
+    replay were asked for explicitly: they run on this provider, which is not made
+    global (so nothing else is traced) and exports nothing over OTLP. When the global
+    provider is not an SDK one (sftrace cannot add processors to it), it stays private.
+    """
+    global _own_offered
+    if state.provider is not _own_provider or _own_offered is _own_provider:
+        return
+    _own_offered = _own_provider
+    if not _is_disabled(state.provider) and isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider
+    ):
+        trace.set_tracer_provider(state.provider)
 
 
 def _tracer(provider: TracerProvider) -> Tracer:
@@ -323,14 +371,14 @@ def _tracer(provider: TracerProvider) -> Tracer:
     tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, __version__)
     processors = _own_processors if provider is _own_provider else None
     if not isinstance(tracer, trace.NoOpTracer) or processors is None:
-        return tracer
+        return record_dropped_spans(tracer)
     # The SDK hands out no-op tracers when disabled; build a real one on the provider's
     # public parts (sampler, resource, id generator and the processors it was given).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # InstrumentationInfo's
         info = InstrumentationInfo(INSTRUMENTATION_SCOPE, __version__)
     return SdkTracer(
-        provider.sampler,
+        provider.sampler,  # its own provider's: always on
         provider.resource,
         processors,
         provider.id_generator,
@@ -359,7 +407,8 @@ def _deactivate(state: State) -> None:
 
 
 def get_state() -> State:
-    """The current configuration, configuring the defaults on first use."""
+    """The configuration for a run or replay that starts now: configures the defaults
+    on first use, and follows a tracing set-up made since (see the module docstring)."""
     global _configuring_defaults
     state = _state
     if state is None:
@@ -370,9 +419,31 @@ def get_state() -> State:
                     configure()
                 finally:
                     _configuring_defaults = False
-            state = _state
-            assert state is not None
+    elif state.source is None or not isinstance(state.source, TracerProvider):
+        _follow(state)
+    state = _state
+    assert state is not None
+    _offer_own_as_global(state)
     return state
+
+
+def _follow(state: State) -> None:
+    """Configure again, with the same arguments, when the provider sftrace should use
+    changed since (a set-up installed or replaced after ``configure``)."""
+    global _configuring_defaults
+    wanted = _existing_provider(state.source)
+    if wanted is None or wanted is state.provider:
+        return  # the same, or nothing better than sftrace's own provider
+    with _lock:
+        if _state is not state:
+            return  # configured meanwhile
+        _configuring_defaults = True  # the environment may have changed: never raise
+        try:
+            _configure(state.source, state.arguments)
+        except Exception as exc:  # keep the old configuration rather than break the run
+            log_once("attaching to the application's new tracer provider", exc)
+        finally:
+            _configuring_defaults = False
 
 
 def reset() -> None:

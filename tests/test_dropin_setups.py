@@ -1,0 +1,176 @@
+"""sftrace beside the tracing set-ups applications already have (issue 18, item 0).
+
+For each set-up (a plain SDK provider, Logfire, Phoenix ``register()``, OpenLLMetry's
+``Traceloop.init``, OpenInference's instrumentation beside sftrace's), in either order of
+set-up, a recorded run reaches the application's exporter exactly once with the parents
+the bundle has, and the bundle is written; with a sampler that drops everything, the
+bundle is still written and the application's exporter gets nothing. Each case runs in
+a fresh interpreter (tests/dropin_setups_child.py): the set-ups patch the process.
+
+Traceloop pins OpenTelemetry to an older version, so it lives in its own virtualenv,
+``.venv-traceloop`` (made by .ci/run: ``pip install -e . traceloop-sdk``); locally the
+Traceloop cases are skipped when it is absent, in CI (``SFTRACE_REQUIRE_TRACELOOP=1``)
+they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+import sample_agents as agents
+import sftrace
+from sftrace._record.config import get_state
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+TRACELOOP_PYTHON = ROOT / ".venv-traceloop" / "bin" / "python"
+BOOKING_CALLS = ["flight_search", "fake-1", "book"]
+
+
+def child_python(setup: str) -> str:
+    if setup != "traceloop":
+        return sys.executable
+    if TRACELOOP_PYTHON.exists():
+        return str(TRACELOOP_PYTHON)
+    reason = (
+        f"Traceloop's virtualenv {TRACELOOP_PYTHON} is absent (traceloop-sdk pins "
+        f"OpenTelemetry 1.44; .ci/run makes it: python3 -m venv .venv-traceloop && "
+        f".venv-traceloop/bin/pip install -e . traceloop-sdk)"
+    )
+    if os.environ.get("SFTRACE_REQUIRE_TRACELOOP") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def run_setup(setup: str, order: str, sampling: str, tmp_path: Path) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    command = [child_python(setup), str(HERE / "dropin_setups_child.py")]
+    done = subprocess.run(
+        [*command, setup, order, sampling, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,  # importing phoenix.otel imports the Phoenix server: ~20 s of CPU
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = orjson.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["app-first", "sftrace-first"])
+@pytest.mark.parametrize("setup", ["sdk", "logfire", "phoenix", "traceloop", "openinference"])
+def test_a_run_reaches_the_applications_exporter_once_with_its_parents(
+    setup: str, order: str, tmp_path: Path
+) -> None:
+    result = run_setup(setup, order, "on", tmp_path)
+    bundle = {span["id"]: span["parent"] for span in result["bundle"]}
+    exported = result["exported"]
+    ids = [span["id"] for span in exported]
+    assert len(ids) == len(set(ids)), f"a span was exported twice: {exported}"
+    assert result["app_span"] in ids  # the application's own span still goes out
+    # Every span of the bundle reached the application's exporter, with the same parent.
+    assert {span["id"]: span["parent"] for span in exported if span["id"] in bundle} == bundle
+    if setup == "openinference":
+        assert result["calls"] == ["gpt-4o"]
+        assert result["output"] == "Lisbon it is"
+        # OpenInference's span of the same request is a child of sftrace's LLM span.
+        (theirs,) = [s for s in exported if s["scope"] == "openinference.instrumentation.openai"]
+        (chat,) = [s for s in result["bundle"] if s["name"] == "chat gpt-4o"]
+        assert theirs["parent"] == chat["id"]
+        # The replay answers from the bundle, with OpenInference still instrumenting.
+        assert result["replayed"] == {
+            "status": "completed",
+            "output": "Lisbon it is",
+            "refused": [],
+        }
+    else:
+        assert result["calls"] == BOOKING_CALLS
+        assert set(ids) == {*bundle, result["app_span"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["app-first", "sftrace-first"])
+@pytest.mark.parametrize("setup", ["sdk", "logfire", "phoenix", "traceloop", "openinference"])
+def test_a_bundle_never_depends_on_the_applications_sampler(
+    setup: str, order: str, tmp_path: Path
+) -> None:
+    result = run_setup(setup, order, "off", tmp_path)
+    assert result["app_span_sampled"] is False
+    assert result["calls"] == (["gpt-4o"] if setup == "openinference" else BOOKING_CALLS)
+    assert result["exported"] == []  # what the application's sampler dropped stays dropped
+
+
+# --- in process: the same rules on providers given explicitly -------------------------
+
+
+def test_spans_the_providers_sampler_drops_are_still_recorded(tmp_path: Path) -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(sampler=TraceIdRatioBased(0))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    sftrace.configure(tracer_provider=provider, bundle_dir=tmp_path)
+    with sftrace.record("sampled-out") as session:
+        agents.booking_agent()
+    bundle = sftrace.load_bundle(session.path or "", verify_integrity=True)
+    assert [call.name for call in bundle.calls] == BOOKING_CALLS
+    # The spans kept their attributes (a dropping sampler's result carries none) ...
+    assert bundle.manifest.agent_name == "sampled-out"
+    # ... and stayed unsampled: the application's exporter got none of them.
+    assert memory.get_finished_spans() == ()
+
+
+class Proxy(trace.TracerProvider):
+    """A provider that delegates to a replaceable SDK provider, as Logfire's does."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        self.provider = provider
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return self.provider.get_tracer(*args, **kwargs)
+
+
+def test_a_proxy_is_looked_through_and_followed_when_its_provider_changes(
+    tmp_path: Path,
+) -> None:
+    first, second = InMemorySpanExporter(), InMemorySpanExporter()
+    providers = [TracerProvider(), TracerProvider()]
+    for provider, memory in zip(providers, (first, second), strict=True):
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+    proxy = Proxy(providers[0])
+    sftrace.configure(tracer_provider=proxy, bundle_dir=tmp_path)
+    with sftrace.record("one"):
+        agents.booking_agent()
+    assert get_state().provider is providers[0]
+    proxy.provider = providers[1]  # logfire.configure() called again
+    with sftrace.record("two") as session:
+        agents.booking_agent()
+    assert get_state().provider is providers[1]
+    names = {span.name for span in second.get_finished_spans()}
+    assert "invoke_agent two" in names
+    assert "invoke_agent one" not in names
+    assert {span.name for span in first.get_finished_spans()} == {
+        "invoke_agent one",
+        "execute_tool flight_search",
+        "chat fake-1",
+        "execute_tool book",
+    }
+    assert sftrace.load_bundle(session.path or "").calls
+
+
+def test_a_proxy_without_an_sdk_provider_is_refused() -> None:
+    with pytest.raises(sftrace.ConfigError, match="proxy around one"):
+        sftrace.configure(tracer_provider=Proxy(trace.NoOpTracerProvider()))  # type: ignore[arg-type]
