@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 import sample_agents as agents
 import sftrace
@@ -174,3 +178,57 @@ def test_a_proxy_is_looked_through_and_followed_when_its_provider_changes(
 def test_a_proxy_without_an_sdk_provider_is_refused() -> None:
     with pytest.raises(sftrace.ConfigError, match="proxy around one"):
         sftrace.configure(tracer_provider=Proxy(trace.NoOpTracerProvider()))  # type: ignore[arg-type]
+
+
+# --- dependencies ---------------------------------------------------------------------
+
+
+def _next_minor(distribution: str) -> Version:
+    """The release after the installed one's minor series (1.45.2 -> 1.46.0)."""
+    installed = Version(metadata.version(distribution))
+    pre = "b0" if installed.is_prerelease else ""
+    return Version(f"{installed.major}.{installed.minor + 1}.0{pre}")
+
+
+def _holds_back(distribution: str, seen: set[str]) -> list[str]:
+    """Requirements in ``distribution``'s installed dependency tree that keep an
+    ``opentelemetry-*`` package from its next minor release."""
+    key = canonicalize_name(distribution)
+    if key in seen or key.startswith("opentelemetry-"):
+        return []  # OpenTelemetry's own packages move together
+    seen.add(key)
+    try:
+        requirements = metadata.requires(distribution) or []
+    except metadata.PackageNotFoundError:
+        return []
+    found = []
+    for text in requirements:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        name = canonicalize_name(requirement.name)
+        if name.startswith("opentelemetry-"):
+            try:
+                upcoming = _next_minor(name)
+            except metadata.PackageNotFoundError:
+                upcoming = None
+            if upcoming is not None and not requirement.specifier.contains(upcoming, True):
+                found.append(f"{distribution} requires {text} (excludes {upcoming})")
+        found += _holds_back(requirement.name, seen)
+    return found
+
+
+def test_no_extra_holds_opentelemetry_back() -> None:
+    """Nothing an integration's extra installs keeps OpenTelemetry from its next minor
+    release, so installing one cannot hold sftrace's core packages on an older release
+    (pyproject's comment). ``<2`` is fine; logfire-sdk's ``<1.46`` would not be."""
+    extras = [
+        Requirement(text)
+        for text in metadata.requires("sftrace") or []
+        if "extra ==" in text and 'extra == "test"' not in text
+    ]
+    assert extras, "sftrace's extras are not visible (is sftrace installed?)"
+    caps = []
+    for requirement in extras:
+        caps += _holds_back(requirement.name, set())
+    assert caps == []
