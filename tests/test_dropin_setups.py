@@ -137,6 +137,21 @@ def test_spans_the_providers_sampler_drops_are_still_recorded(tmp_path: Path) ->
     assert memory.get_finished_spans() == ()
 
 
+def test_spans_the_sampler_drops_are_not_exported_over_otlp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = TracerProvider(sampler=TraceIdRatioBased(0))
+    sftrace.configure(tracer_provider=provider, otlp_endpoint="http://127.0.0.1:9")
+    otlp = get_state().otlp
+    assert otlp is not None
+    queued: list[Any] = []
+    monkeypatch.setattr(otlp.worker, "put", queued.append)
+    with sftrace.record("sampled-out", output=tmp_path / "run.sftrace"):
+        agents.booking_agent()
+    assert sftrace.load_bundle(tmp_path / "run.sftrace").calls
+    assert queued == []
+
+
 class Proxy(trace.TracerProvider):
     """A provider that delegates to a replaceable SDK provider, as Logfire's does."""
 

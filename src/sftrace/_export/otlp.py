@@ -163,6 +163,9 @@ class OtlpSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if not self.active:
             return
+        context = span.context
+        if context is None or not context.trace_flags.sampled:
+            return  # the application's sampler dropped it (sftrace kept it for its bundle)
         try:
             self.worker.put(span)
         except Exception as exc:  # never raise into the host
