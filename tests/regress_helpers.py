@@ -155,10 +155,11 @@ def invoke(*args: str | Path) -> Any:
     """Run the sftrace CLI in-process; return click's ``Result``."""
     from click.testing import CliRunner
 
+    from sftrace._cli import bundle, regress
     from sftrace._cli.main import cli
-    from sftrace._cli.regress import register
 
-    register(cli)
+    regress.register(cli)
+    bundle.register(cli)  # validate, inspect: a test file run alone needs them too
     return CliRunner().invoke(cli, [str(arg) for arg in args])
 
 

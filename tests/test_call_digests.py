@@ -24,10 +24,21 @@ def _sha(text: str) -> str:
 
 
 def test_calls_carry_digests_of_their_stored_input_and_output(bundle: Path) -> None:
+    """sftrace.digests: the first 16 hex digits of each value's SHA-256, input first."""
     for call in load_bundle(bundle).calls:
-        assert call.attributes["sftrace.input.sha256"] == _sha(call.input_json)
         assert call.output_json is not None
-        assert call.attributes["sftrace.output.sha256"] == _sha(call.output_json)
+        digests = _sha(call.input_json)[:16] + _sha(call.output_json)[:16]
+        assert call.attributes["sftrace.digests"] == digests
+        assert "sftrace.input.sha256" not in call.attributes
+
+
+def test_a_call_without_output_carries_the_input_digest_alone(tmp_path: Path) -> None:
+    path = record_steps(tmp_path / "e.sftrace", [tool("lookup", error="down", order_id="A")])
+    [call] = load_bundle(path).calls
+    assert call.output_json is None
+    assert call.attributes["sftrace.digests"] == _sha(call.input_json)[:16]
+    _change_value(path, 1, "sftrace.input", '{"order_id":"B"}')
+    assert any("call 1 (tool lookup): its input was changed" in p for p in validate_bundle(path))
 
 
 def test_digests_are_of_the_redacted_values(tmp_path: Path) -> None:
@@ -35,19 +46,23 @@ def test_digests_are_of_the_redacted_values(tmp_path: Path) -> None:
     path = record_steps(tmp_path / "s.sftrace", [tool("login", "ok", api_key=secret)])
     [call] = load_bundle(path).calls
     assert secret not in call.input_json
-    assert call.attributes["sftrace.input.sha256"] == _sha(call.input_json)
+    assert call.attributes["sftrace.digests"][:16] == _sha(call.input_json)[:16]
 
 
-def _change_output_of_call_1(bundle: Path) -> None:
+def _change_value(bundle: Path, seq: int, key: str, text: str) -> None:
     spans = bundle / "spans.jsonl"
     lines = spans.read_text().splitlines()
     for index, line in enumerate(lines):
         span = json.loads(line)
         attributes = {a["key"]: a for a in span["attributes"]}
-        if attributes.get("sftrace.seq", {}).get("value") == {"intValue": "1"}:
-            attributes["sftrace.output"]["value"]["stringValue"] = '{"days":5}'
+        if attributes.get("sftrace.seq", {}).get("value") == {"intValue": str(seq)}:
+            attributes[key]["value"]["stringValue"] = text
             lines[index] = json.dumps(span, separators=(",", ":"))
     spans.write_text("\n".join(lines) + "\n")
+
+
+def _change_output_of_call_1(bundle: Path) -> None:
+    _change_value(bundle, 1, "sftrace.output", '{"days":5}')
 
 
 def test_validate_names_the_call_whose_payload_changed(bundle: Path) -> None:
@@ -56,7 +71,7 @@ def test_validate_names_the_call_whose_payload_changed(bundle: Path) -> None:
     named = [p for p in problems if "call 1 (tool lookup)" in p]
     assert named == [
         f"{bundle / 'spans.jsonl'}: call 1 (tool lookup): its output was changed after it "
-        f"was recorded (sftrace.output.sha256 does not match)"
+        f"was recorded (sftrace.digests does not match)"
     ]
     assert any("digest mismatch" in p for p in problems)  # the file, too
     result = invoke("validate", bundle)
@@ -73,7 +88,7 @@ def test_bundles_without_digests_still_validate(bundle: Path) -> None:
     lines = []
     for line in text.splitlines():
         span = json.loads(line)
-        span["attributes"] = [a for a in span["attributes"] if not a["key"].endswith(".sha256")]
+        span["attributes"] = [a for a in span["attributes"] if a["key"] not in ("sftrace.digests",)]
         lines.append(json.dumps(span, separators=(",", ":")))
     spans.write_text("\n".join(lines) + "\n")
     problems = validate_bundle(bundle)

@@ -21,8 +21,9 @@ from sftrace._bundle.format import CHECKSUMS_FILE, MANIFEST_FILE, MAX_SPANS_BYTE
 from sftrace._bundle.manifest import HEX16, Manifest
 from sftrace._errors import BundleError
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call, payload_digest
+from sftrace._model.calls import Call
 from sftrace._model.otlp_json import decode_attributes, decode_value
+from sftrace._model.stored import digest_mismatches
 from sftrace._model.text import repr_preview, shorten
 
 _NO_VALUE: dict[str, Any] = {}  # an attribute without a value (never modified)
@@ -439,19 +440,13 @@ def call_digest_problems(calls: Sequence[Call], display: str) -> list[str]:
     checked): the value was changed after it was recorded."""
     problems = []
     for call in calls:
-        attributes = call.attributes
-        for field_name, text, key in (
-            ("input", call.input_json, A.INPUT_SHA256),
-            ("output", call.output_json, A.OUTPUT_SHA256),
+        for field_name, key in digest_mismatches(
+            call.attributes, call.input_json, call.output_json
         ):
-            digest = attributes.get(key)
-            if digest is None or text is None:
-                continue
-            if digest != payload_digest(text):
-                problems.append(
-                    f"{display}: call {call.seq} ({call.label}): its {field_name} was changed "
-                    f"after it was recorded ({key} does not match)"
-                )
+            problems.append(
+                f"{display}: call {call.seq} ({call.label}): its {field_name} was changed "
+                f"after it was recorded ({key} does not match)"
+            )
     return problems
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Final
 
 FORMAT_NAME: Final = "sftrace-bundle"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 # Versions this reader understands. A future version adds itself here together with a
 # conversion of older manifests into the newest shape (``_bundle/manifest.py``).
-SUPPORTED_VERSIONS: Final = frozenset({1})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2})
 
 BUNDLE_SUFFIX: Final = ".sftrace"
 # Other tools' bundles that also end in .sftrace: their manifest's "format" -> the

@@ -377,8 +377,15 @@ class Manifest:
         return cls(**known, extra=extra)
 
 
+def _version_1_to_2(raw: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 changed what call lines leave out (``_model/stored.py``), not the
+    manifest; a version 1 line is a valid version 2 line (it holds what version 2
+    leaves out, which readers take as it is)."""
+    return {**raw, "format_version": 2}
+
+
 # format_version -> function upgrading a manifest to the next version.
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _version_1_to_2}
 
 
 def _upgraded(raw: Any, display: str) -> dict[str, Any]:

@@ -41,11 +41,10 @@ from sftrace._model.otlp_json import (
     plain_attributes,
     trace_id_hex,
 )
+from sftrace._model.stored import stored_attributes
 
 # How many finished runs span_source() still knows.
 _PLACED_KEPT = 4096
-# Attributes that repeat sftrace.input/sftrace.output; bundles restore them on read.
-_DROPPED = frozenset(A.INPUT_ALIASES + A.OUTPUT_ALIASES)
 
 
 @dataclass
@@ -175,7 +174,7 @@ class BundleSpanExporter(SpanExporter):
                     return
                 run = self._open_unregistered(trace_id)
             line = orjson.dumps(
-                encode_span(span, _DROPPED, attributes=attributes),
+                encode_span(span, attributes=stored_attributes(attributes)),
                 option=orjson.OPT_APPEND_NEWLINE,
             )
             self._last.entry = (span, line)

@@ -35,7 +35,8 @@ from sftrace._bundle.writer import BundleWriter, partial_dir_for
 from sftrace._errors import BundleError
 from sftrace._export.enrich import ENRICHMENT_ATTRIBUTES
 from sftrace._model import attributes as A
-from sftrace._model.otlp_json import decode_attributes
+from sftrace._model.otlp_json import decode_attributes, decode_value, encode_value
+from sftrace._model.stored import stored_attributes
 
 
 @dataclass
@@ -401,8 +402,12 @@ def normalize_span(span: dict[str, Any], *, sftrace_span: bool) -> dict[str, Any
         "startTimeUnixNano": str(int(span.get("startTimeUnixNano", 0))),
         "endTimeUnixNano": str(int(span.get("endTimeUnixNano", 0))),
         "attributes": normalize_attributes(span.get("attributes") or (), drop),
-        "status": _status(span.get("status") or {}),
     }
+    if sftrace_span:
+        line["attributes"] = _stored_items(line["attributes"])
+    status = _status(span.get("status") or {})
+    if status:
+        line["status"] = status
     parent = span.get("parentSpanId")
     if parent:
         line["parentSpanId"] = str(parent).lower()
@@ -436,6 +441,17 @@ def normalize_attributes(
         {"key": item["key"], "value": normalize_value(item.get("value") or {})}
         for item in items
         if item["key"] not in drop
+    ]
+
+
+def _stored_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Normalized attributes of an sftrace span as a bundle line stores them
+    (``stored_attributes``): kept values exactly as normalized, the digests added."""
+    by_key = {item["key"]: item for item in items}
+    kept = stored_attributes({key: decode_value(item["value"]) for key, item in by_key.items()})
+    return [
+        by_key[key] if key in by_key else {"key": key, "value": encode_value(value)}
+        for key, value in kept.items()
     ]
 
 

@@ -26,6 +26,7 @@ CONTENT_ATTRIBUTES = frozenset(
         # A digest of a short value gives the value away: it goes where the value goes.
         A.INPUT_SHA256,
         A.OUTPUT_SHA256,
+        A.DIGESTS,
         A.RUN_INPUT,
         A.RUN_OUTPUT,
         A.GEN_AI_TOOL_CALL_ARGUMENTS,

@@ -61,6 +61,9 @@ OUTPUT: Final = "sftrace.output"  # canonical JSON of the call's output
 # `sftrace validate` names the call whose value changed after it was recorded.
 INPUT_SHA256: Final = "sftrace.input.sha256"
 OUTPUT_SHA256: Final = "sftrace.output.sha256"
+# In bundle lines (format version 2) instead of the two above: the first 16 hex digits of
+# each digest, input's then output's (see _model/stored.py).
+DIGESTS: Final = "sftrace.digests"
 # Instead of OUTPUT when the result could not become JSON: why (redacted).
 OUTPUT_UNRECORDED: Final = "sftrace.output.unrecorded"
 REPLAY_POLICY: Final = "sftrace.replay_policy"

@@ -3,7 +3,6 @@ referenced, and the state changes a run recorded."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -277,11 +276,6 @@ def _text(value: Any) -> str | None:
 
 def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def payload_digest(text: str) -> str:
-    """The digest of a call's stored input or output text (``sftrace.input.sha256``)."""
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def call_from_span(

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from sftrace._model import attributes as A
+from sftrace._model.stored import restored_attributes
 
 JSONDict = dict[str, Any]
 
@@ -155,8 +155,10 @@ def encode_span(
         "attributes": encode_attributes(
             plain_attributes(span) if attributes is None else attributes, drop
         ),
-        "status": _encode_status(span),
     }
+    status = _encode_status(span)
+    if status:  # an unset status is OTLP/JSON's default: left out
+        encoded["status"] = status
     if span.parent is not None:
         encoded["parentSpanId"] = span_id_hex(span.parent.span_id)
     if events is None:
@@ -224,15 +226,10 @@ def decode_span(
     span: Mapping[str, Any], resource: Resource, scope: InstrumentationScope | None
 ) -> ReadableSpan:
     """An OTLP/JSON ``Span`` object (a bundle line) back to a finished SDK span, with the
-    GenAI aliases a bundle leaves out of tool spans restored."""
+    attributes a bundle line leaves out restored (``stored.restored_attributes``)."""
     trace_id = int(span["traceId"], 16)
-    attributes = decode_attributes(span.get("attributes") or ())
-    if attributes.get(A.KIND) == A.KIND_TOOL:
-        # Recording sets these GenAI aliases on tool spans; bundles leave them out.
-        if A.INPUT in attributes:
-            attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = attributes[A.INPUT]
-        if A.OUTPUT in attributes:
-            attributes[A.GEN_AI_TOOL_CALL_RESULT] = attributes[A.OUTPUT]
+    # What recording set and bundle lines leave out (aliases, implied GenAI values), back.
+    attributes = restored_attributes(decode_attributes(span.get("attributes") or ()))
     parent_id = span.get("parentSpanId")
     status = span.get("status") or {}
     code = StatusCode(int(status.get("code", 0)))

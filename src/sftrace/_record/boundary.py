@@ -21,10 +21,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from sftrace._errors import ReplayMismatchError, TraceSerializationError
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call, payload_digest
+from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
+from sftrace._model.stored import payload_digest
 from sftrace._record.failure import failure_details
 from sftrace._record.intercept import Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, record_failure

@@ -31,6 +31,7 @@ from sftrace._model import attributes as A
 from sftrace._model.otlp_json import encode_attributes
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import canonical, dumps
+from sftrace._model.stored import stored_attributes
 from sftrace._record.boundary import BoundarySpec
 from sftrace._record.redaction import KnownSecrets, Redactor, current_redactor
 from sftrace._regress.peers.model import JSON, NO_VALUE, PeerCall, PeerError, PeerRun
@@ -108,9 +109,10 @@ def _line(
         "kind": kind,
         "startTimeUnixNano": str(times[0]),
         "endTimeUnixNano": str(times[1]),
-        "attributes": encode_attributes(attributes),
-        "status": status,
+        "attributes": encode_attributes(stored_attributes(attributes)),
     }
+    if status:
+        line["status"] = status
     if parent is not None:
         line["parentSpanId"] = parent
     if events:
