@@ -36,7 +36,7 @@ from sftrace._errors import BundleError
 from sftrace._export.enrich import ENRICHMENT_ATTRIBUTES
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes, decode_value, encode_value
-from sftrace._model.stored import stored_attributes
+from sftrace._model.stored import ALIASES, stored_attributes
 
 
 @dataclass
@@ -102,8 +102,6 @@ _KIND_NAMES = {
     "SPAN_KIND_CONSUMER": 5,
 }
 _STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-# Left out of bundle lines, as recording does (readers restore them).
-_ALIASES = frozenset(A.INPUT_ALIASES + A.OUTPUT_ALIASES)
 _SFTRACE_KINDS = (A.KIND_RUN, A.KIND_TOOL, A.KIND_LLM)
 
 
@@ -393,7 +391,7 @@ def normalize_span(span: dict[str, Any], *, sftrace_span: bool) -> dict[str, Any
     not keep (``flags``, ``traceState``, dropped counts) are left out, and so are the
     attributes recording leaves out and the ones OTLP export added to sftrace spans.
     """
-    drop = _ALIASES | ENRICHMENT_ATTRIBUTES if sftrace_span else _ALIASES
+    drop = ALIASES | ENRICHMENT_ATTRIBUTES if sftrace_span else ALIASES
     line: dict[str, Any] = {
         "traceId": span["traceId"],
         "spanId": span["spanId"],

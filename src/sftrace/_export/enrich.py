@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import copy_span, plain_attributes
+from sftrace._model.stored import left_out
 
 # Attributes holding inputs and outputs: left out of OTLP with capture_content=False.
 CONTENT_ATTRIBUTES = frozenset(
@@ -55,8 +56,6 @@ ENRICHMENT_ATTRIBUTES = frozenset(
         A.TOOL_NAME,
     }
 )
-# Attributes bundle lines leave out (they repeat sftrace.input / sftrace.output).
-_LINE_ALIASES = A.INPUT_ALIASES + A.OUTPUT_ALIASES
 # The SDK's service.name when nobody set one ("unknown_service:python").
 _SDK_DEFAULT_SERVICE = "unknown_service"
 _SPAN_KINDS = {
@@ -169,13 +168,14 @@ class SpanPreparer:
     def additions(self, attributes: Mapping[str, Any], line_bytes: int) -> dict[str, Any] | None:
         """What the OTLP copy adds to a span whose bundle line is ``line_bytes`` long and
         whose attributes the copy otherwise keeps as they are: the OpenInference
-        attributes and the aliases bundles leave out. None when the copy must change
-        attributes (content stripping, or a value that may be over the cap)."""
+        attributes and what bundle lines leave out (``stored.left_out``). None when the
+        copy must change attributes (content stripping, or a value that may be over the
+        cap)."""
         if not self.capture_content:
             return None
         if self.max_payload_bytes and line_bytes > self.max_payload_bytes:
             return None  # no value in a line is longer than the line
-        added = {key: attributes[key] for key in _LINE_ALIASES if key in attributes}
+        added = left_out(attributes)
         if A.KIND in attributes:
             for key, value in openinference_attributes(attributes).items():
                 if key not in attributes:

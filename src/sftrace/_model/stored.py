@@ -64,6 +64,19 @@ def stored_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return stored
 
 
+def left_out(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes of a span with ``attributes`` that its bundle line does not hold
+    (an OTLP copy made from the line adds them back)."""
+    implied = _IMPLIED.get(attributes.get(A.KIND))  # type: ignore[arg-type]
+    if implied is None:
+        return {key: value for key, value in attributes.items() if key in ALIASES}
+    return {
+        key: value
+        for key, value in attributes.items()
+        if key in _REPLACED or implied.get(key, _NOTHING) == value
+    }
+
+
 def _digests(attributes: Mapping[str, Any]) -> str:
     parts = []
     for value_key, digest_key in ((A.INPUT, A.INPUT_SHA256), (A.OUTPUT, A.OUTPUT_SHA256)):
