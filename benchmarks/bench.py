@@ -427,6 +427,7 @@ class Bench:
         self._sample(f"load@{n}", spans, lambda _: load_bundle(source))
         self._sample(f"load_floor@{n}", spans, lambda _: read_and_parse(source / "spans.jsonl"))
         if n == self.lengths[-1]:
+            self._sample(f"load_python_floor@{n}", spans, lambda _: read_parse_and_index(source))
             self._sample(f"load_eager@{n}", spans, lambda _: load_bundle(source, eager=True))
             self._sample(
                 f"load_eager_floor@{n}",
@@ -474,6 +475,18 @@ def read_and_parse(path: Path, *, values: bool = False) -> int:
                     orjson.loads(item["value"]["stringValue"])
         count += 1
     return count
+
+
+def read_parse_and_index(path: Path) -> int:
+    """7b plus the least a loader written in Python does with each line: a dict of its
+    attributes (what the checks and the call are made from) and one small object per
+    span, kept. No check at all: the floor of any checking loader on CPython."""
+    kept = []
+    for line in (path / "spans.jsonl").read_bytes().splitlines():
+        span = orjson.loads(line)
+        attributes = {item["key"]: item["value"] for item in span["attributes"]}
+        kept.append((span["spanId"], attributes.get("sftrace.seq")))
+    return len(kept)
 
 
 # What a call's span line needs to hold its information (see envelope_floor).
@@ -893,6 +906,26 @@ def build_report(
             us(s.median(f"load_floor@{last}")),
             "",
             us(s.cpu(f"load_floor@{last}")),
+        )
+    )
+    rows.append(
+        compared(
+            "   7e. floor in Python: 7b + a dict of each line's attributes",
+            f"load_python_floor@{last}",
+            f"load_floor@{last}",
+            "7b",
+            None,
+            "load_python_floor_vs_floor",
+        )
+    )
+    rows.append(
+        compared(
+            f"   ... load_bundle against 7e @ {last:,}",
+            f"load@{last}",
+            f"load_python_floor@{last}",
+            "7e",
+            None,
+            "load_vs_python_floor",
         )
     )
     rows.append(

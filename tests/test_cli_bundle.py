@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -270,7 +271,7 @@ def _drop_last_line(data: bytes) -> bytes:
 
 
 def _version_99(data: bytes) -> bytes:
-    return data.replace(b'"format_version": 1', b'"format_version": 99')
+    return re.sub(rb'"format_version": \d+', b'"format_version": 99', data)
 
 
 def _bad_json(data: bytes) -> bytes:

@@ -27,6 +27,7 @@ from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool
 from sftrace._bundle.checks import integrity_problems
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
+    FORMAT_VERSION,
     HEADER_FILE,
     JOURNAL_FILE,
     MANIFEST_FILE,
@@ -447,9 +448,10 @@ def test_malformed_bundle_names_file_line_and_problem(
 
 def test_unknown_version_is_refused_before_anything_else_is_read(bundle: Path) -> None:
     """A newer format version is refused with advice, even when the spans would not parse."""
-    edit_manifest(bundle, format_version=2)
+    newer = FORMAT_VERSION + 1
+    edit_manifest(bundle, format_version=newer)
     (bundle / SPANS_FILE).write_bytes(b"\x00\x01garbage")
-    with pytest.raises(BundleError, match=r"unsupported bundle format version 2.*upgrade"):
+    with pytest.raises(BundleError, match=rf"unsupported bundle format version {newer}.*upgrade"):
         load_bundle(bundle)
 
 

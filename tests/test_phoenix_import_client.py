@@ -24,6 +24,7 @@ from sftrace import BackendError, ConfigError, import_from_phoenix, load_bundle,
 from sftrace._cli import otlp as otlp_commands
 from sftrace._cli.main import cli
 from sftrace._export.phoenix_import import parse_since
+from sftrace._model.stored import restored_attributes, stored_attributes
 
 DATA = Path(__file__).parent / "data" / "phoenix"
 # A failed run recorded by tests/interchange_helpers.failing_agent, exported to Phoenix
@@ -105,7 +106,8 @@ def recorded_calls(bundle: Path) -> list[tuple[Any, ...]]:
             call.policy,
             call.span_id,
             call.parent_span_id,
-            call.attributes,
+            # RECORDED is a format version 1 bundle: compare what a version 2 line stores.
+            stored_attributes(restored_attributes(call.attributes)),
         )
         for call in load_bundle(bundle).calls
     ]

@@ -78,6 +78,11 @@ def left_out(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _digests(attributes: Mapping[str, Any]) -> str:
+    """``sftrace.digests`` of a call: as recording set it, else from the full digests
+    (spans of older recordings, collector output of them) or the values."""
+    recorded = attributes.get(A.DIGESTS)
+    if isinstance(recorded, str):
+        return recorded
     parts = []
     for value_key, digest_key in ((A.INPUT, A.INPUT_SHA256), (A.OUTPUT, A.OUTPUT_SHA256)):
         text = attributes.get(value_key)

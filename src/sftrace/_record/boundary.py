@@ -25,7 +25,7 @@ from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
-from sftrace._model.stored import payload_digest
+from sftrace._model.stored import value_digest
 from sftrace._record.failure import failure_details
 from sftrace._record.intercept import Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, record_failure
@@ -94,7 +94,7 @@ class BoundarySpec:
 class BoundaryCall:
     """One call in progress: its span, sequence number and replay decision."""
 
-    __slots__ = ("decision", "redactions", "run", "seq", "span", "spec", "token")
+    __slots__ = ("decision", "input_digest", "redactions", "run", "seq", "span", "spec", "token")
 
     def __init__(
         self,
@@ -113,7 +113,8 @@ class BoundaryCall:
         attributes = dict(spec.attributes)
         attributes[A.SEQ] = seq
         attributes[A.INPUT] = input_json
-        attributes[A.INPUT_SHA256] = payload_digest(input_json)
+        # sftrace.digests: the input's now, the output's appended when the call ends.
+        attributes[A.DIGESTS] = self.input_digest = value_digest(input_json)
         if self.redactions:
             attributes[A.REDACTIONS] = canonical(self.redactions)
             run.note_redactions(seq, self.redactions)
@@ -240,7 +241,10 @@ class BoundaryCall:
             self.run.note_redactions(self.seq, records)
 
     def _set_output(self, output_json: str) -> None:
-        attributes = {A.OUTPUT: output_json, A.OUTPUT_SHA256: payload_digest(output_json)}
+        attributes = {
+            A.OUTPUT: output_json,
+            A.DIGESTS: self.input_digest + value_digest(output_json),
+        }
         if self.spec.kind == A.KIND_TOOL:
             attributes[A.GEN_AI_TOOL_CALL_RESULT] = output_json
         self.span.set_attributes(attributes)  # one call: the span's lock is taken once
