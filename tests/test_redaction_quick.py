@@ -250,3 +250,14 @@ def test_quick_check_leaves_near_misses_to_the_survey(text: str) -> None:
 def test_quick_check_clears_look_alikes(text: str) -> None:
     """What follows a keyword decides: prompt_tokens, client.fetch, a client who said."""
     assert _DEFAULT._scanner._quick.clear(text)
+
+
+@pytest.mark.parametrize("text", ['{"c_ardnumber":"v4lue"}', '{"my-card_Number": "v4lue"}'])
+def test_your_own_key_names_cut_anywhere_are_never_cleared(text: str) -> None:
+    """A key name given to Redactor(keys=...) is found however the member name splits
+    its words, like the built-in names (the quick check once knew only those)."""
+    redactor = _REDACTORS["keys"]
+    assert not redactor._scanner._quick.clear(text)
+    redacted, found = redactor.redact_json(text)
+    assert "v4lue" not in redacted
+    assert found

@@ -182,7 +182,8 @@ class Redactor:
         self._scanner = Scanner(
             self._rules,
             key_needles=sorted({needle for needle in self._keys.values() if needle}),
-            key_names=BUILTIN_KEYS if builtins and KEY_RULE not in disabled else (),
+            # your own names too: a member name cut anywhere (c_ardnumber) is one of them
+            key_names=key_names,
             keep=48 + 2 * longest + MAX_KEY_NUMBER,
         )
         self._user_rules = user_rules(patterns)
