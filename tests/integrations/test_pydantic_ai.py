@@ -1,0 +1,123 @@
+"""The Pydantic AI integration: an ``Agent`` on ``OpenAIChatModel`` (its OpenAI client
+answered by an ``httpx.MockTransport``) with a function tool, recorded, then replayed
+with no request sent and no tool body run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fake_llm_api as fake
+import pytest
+from openai import AsyncOpenAI
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from roundtrip import record_then_replay
+
+from sftrace import ConfigError, load_bundle
+from sftrace.integrations.pydantic_ai import instrument
+
+PROMPT = "Where is parcel 42?"
+
+
+@pytest.fixture(autouse=True)
+def event_loop_run_sync_uses() -> Iterator[None]:
+    """``Agent.run_sync`` runs on the thread's event loop, making one it leaves open when
+    there is none: give it one, closed after the test."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+class Status(BaseModel):
+    parcel_id: int
+    state: str
+
+
+def make_agent(api: fake.FakeAPI, ran: list[int]) -> Agent[None, str]:
+    client = AsyncOpenAI(
+        http_client=api.async_client(), api_key="sk-test", base_url="http://llm.test/v1"
+    )
+    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model)
+
+    @agent.tool_plain
+    def parcel_status(parcel_id: int) -> Status:
+        ran.append(parcel_id)
+        return Status(parcel_id=parcel_id, state="shipped")
+
+    return instrument(agent)
+
+
+def tool_call_chunks(call: dict[str, Any]) -> list[dict[str, Any]]:
+    """A streamed chat completion whose answer is one tool call (the text chunks, emptied)."""
+    chunks = fake.chat_chunks([""])
+    chunks[1]["choices"][0]["delta"] = {"tool_calls": [{"index": 0, **call}]}
+    chunks[2]["choices"][0]["finish_reason"] = "tool_calls"
+    return chunks
+
+
+def script(api: fake.FakeAPI, *, stream: bool) -> None:
+    call = fake.tool_call("call_1", "parcel_status", {"parcel_id": 42})
+    if stream:
+        api.reply_stream(tool_call_chunks(call), named=False, done=True)
+        api.reply_stream(fake.chat_chunks(["It ", "shipped."]), named=False, done=True)
+    else:
+        api.reply_json(fake.chat_completion(tool_calls=[call]))
+        api.reply_json(fake.chat_completion("It shipped."))
+
+
+@pytest.mark.parametrize("how", ["run_sync", "run", "run_stream"])
+def test_replay_returns_pydantic_ai_messages_without_requests_or_tool_runs(
+    tmp_path: Path, how: str
+) -> None:
+    api = fake.FakeAPI("openai", request_id_header="x-request-id")
+    ran: list[int] = []
+    agent = make_agent(api, ran)
+    script(api, stream=how == "run_stream")
+
+    async def streamed() -> tuple[str, list[Any]]:
+        async with agent.run_stream(PROMPT) as result:
+            text = "".join([piece async for piece in result.stream_text(delta=True)])
+        return text, result.all_messages()
+
+    def run() -> tuple[str, list[Any]]:
+        if how == "run_sync":
+            result = agent.run_sync(PROMPT)
+        elif how == "run":
+            result = asyncio.run(agent.run(PROMPT))
+        else:
+            return asyncio.run(streamed())
+        return result.output, result.all_messages()
+
+    recorded, replayed, session = record_then_replay(tmp_path / "run.sftrace", api, run)
+
+    assert replayed[0] == recorded[0] == "It shipped."
+    assert ran == [42]  # the tool ran when recorded, not when replayed
+    [call_part] = [p for m in replayed[1] for p in m.parts if isinstance(p, ToolCallPart)]
+    assert (call_part.tool_name, call_part.args_as_dict()) == ("parcel_status", {"parcel_id": 42})
+    [returned] = [p for m in replayed[1] for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert returned.content == Status(parcel_id=42, state="shipped")
+    assert any(isinstance(m, ModelResponse) for m in replayed[1])
+    calls = load_bundle(tmp_path / "run.sftrace").calls
+    assert [(c.kind, c.name) for c in calls] == [
+        ("llm", "gpt-4o"),
+        ("tool", "parcel_status"),
+        ("llm", "gpt-4o"),
+    ]
+    assert calls[1].input == {"parcel_id": 42}
+    assert len(session.matched) == 3
+
+
+def test_an_agent_on_another_model_is_refused() -> None:
+    from pydantic_ai.models.test import TestModel
+
+    with pytest.raises(ConfigError, match="TestModel"):
+        instrument(Agent(TestModel()))
