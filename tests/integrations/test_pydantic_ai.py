@@ -13,7 +13,7 @@ import fake_llm_api as fake
 import pytest
 from openai import AsyncOpenAI
 from pydantic import BaseModel
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -121,3 +121,35 @@ def test_an_agent_on_another_model_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="TestModel"):
         instrument(Agent(TestModel()))
+
+
+def test_a_tool_asking_the_model_to_retry_replays_the_retry(tmp_path: Path) -> None:
+    api = fake.FakeAPI("openai", request_id_header="x-request-id")
+    client = AsyncOpenAI(
+        http_client=api.async_client(), api_key="sk-test", base_url="http://llm.test/v1"
+    )
+    agent = Agent(OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client)))
+    ran: list[int] = []
+
+    @agent.tool_plain
+    def parcel_status(parcel_id: int) -> str:
+        ran.append(parcel_id)
+        if parcel_id != 42:
+            raise ModelRetry(f"no parcel {parcel_id}; the customer's is 42")
+        return "shipped"
+
+    instrument(agent)
+    for parcel_id in (41, 42):
+        call = fake.tool_call(f"call_{parcel_id}", "parcel_status", {"parcel_id": parcel_id})
+        api.reply_json(fake.chat_completion(tool_calls=[call]))
+    api.reply_json(fake.chat_completion("It shipped."))
+
+    def run() -> list[Any]:
+        messages = agent.run_sync(PROMPT).all_messages()
+        # Pydantic AI 2 answers the model's tool call with the retry message
+        return [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+
+    recorded, replayed, _ = record_then_replay(tmp_path / "run.sftrace", api, run)
+
+    assert replayed == recorded == ["no parcel 41; the customer's is 42", "shipped"]
+    assert ran == [41, 42]

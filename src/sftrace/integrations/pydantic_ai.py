@@ -26,7 +26,9 @@
   ``@agent.tool_plain``, ``FunctionToolset``) registered before :func:`instrument` are
   recorded as tool spans named by the tool: the input is the validated arguments, the
   output what the function returned. During a frozen replay the function does not run:
-  the recorded value is returned (rebuilt as the function's annotated return type).
+  the recorded value is returned (rebuilt as the function's annotated return type), or
+  the recorded exception raised again (a ``ModelRetry`` makes Pydantic AI ask the model
+  again, as it did when recorded).
 
 Not covered: other model classes (Anthropic, Gemini...: instrument their SDK clients with
 the matching integration), tools registered after :func:`instrument`, MCP toolsets (see
