@@ -70,14 +70,14 @@ class FakeGemini:
         status, content_type, content = self.replies.pop(0)
         return httpx.Response(status, headers={"content-type": content_type}, content=content)
 
-    def client(self) -> genai.Client:
+    def client(self, **settings: Any) -> genai.Client:
         transport = httpx.MockTransport(self.handler)
         options = types.HttpOptions(
             base_url="http://llm.test",
             httpx_client=httpx.Client(transport=transport),
             httpx_async_client=httpx.AsyncClient(transport=transport),
         )
-        return instrument(genai.Client(api_key="test-key", http_options=options))
+        return instrument(genai.Client(api_key="test-key", http_options=options, **settings))
 
 
 @pytest.fixture
@@ -242,3 +242,12 @@ def test_outside_a_run_the_client_is_untouched(api: FakeGemini) -> None:
     assert instrument(client) is client
     assert client.models.generate_content(model=MODEL, contents=PROMPT).text == "hello"
     assert len(api.requests) == 1
+
+
+def test_a_vertex_ai_client_records_the_vertex_ai_provider(tmp_path: Path, api: FakeGemini) -> None:
+    api.reply_json(answer("hello"))
+    client = api.client(vertexai=True)  # Vertex AI express mode: an API key, no project
+    with record("agent", output=tmp_path / "run.sftrace"):
+        client.models.generate_content(model=MODEL, contents=PROMPT)
+    [call] = load_bundle(tmp_path / "run.sftrace").calls
+    assert (call.provider, call.name) == ("gcp.vertex_ai", MODEL)
