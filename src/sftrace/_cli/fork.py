@@ -21,6 +21,7 @@ from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.output import SafeConsole, human_console
 from sftrace._cli.replay import (
+    ENTRYPOINT_OPTION,
     check_before_running,
     parse_match_ignore_option,
     parse_tiers_option,
@@ -42,13 +43,7 @@ def register(group: click.Group) -> None:
 
 @click.command("fork")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option(
-    "--entrypoint",
-    "-e",
-    required=True,
-    metavar="MODULE:FUNCTION",
-    help="The agent's entrypoint, importable from the working directory.",
-)
+@ENTRYPOINT_OPTION
 @click.option(
     "--at",
     "at",

@@ -18,7 +18,7 @@ from rich.text import Text
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.output import echo, human_console
-from sftrace._cli.replay import check_before_running
+from sftrace._cli.replay import ENTRYPOINT_OPTION, check_before_running
 from sftrace._model.text import byte_size, pluralize
 from sftrace._regress.minimize import MinimizeProgress, MinimizeResult, minimize
 
@@ -31,13 +31,7 @@ def register(group: click.Group) -> None:
 
 @click.command("minimize")
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option(
-    "--entrypoint",
-    "-e",
-    required=True,
-    metavar="MODULE:FUNCTION",
-    help="The agent's entrypoint, importable from the working directory.",
-)
+@ENTRYPOINT_OPTION
 @click.option(
     "--output",
     "-o",

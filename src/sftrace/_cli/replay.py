@@ -51,19 +51,23 @@ _ACTION_STYLES = {
 }
 
 
-def register(group: click.Group) -> None:
-    group.add_command(replay_command)
-
-
-@click.command("replay")
-@click.argument("bundle", type=click.Path(path_type=Path))
-@click.option(
+# The agent's entrypoint, as replay, fork and minimize take it.
+ENTRYPOINT_OPTION = click.option(
     "--entrypoint",
     "-e",
     required=True,
     metavar="MODULE:FUNCTION",
     help="The agent's entrypoint, importable from the working directory.",
 )
+
+
+def register(group: click.Group) -> None:
+    group.add_command(replay_command)
+
+
+@click.command("replay")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@ENTRYPOINT_OPTION
 @click.option(
     "--mode",
     type=click.Choice([mode.value for mode in ReplayMode]),
