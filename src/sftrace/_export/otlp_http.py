@@ -19,7 +19,7 @@ import http.client
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,9 +34,9 @@ from sftrace._export.otlp_logging import OTLP_LOGGER, Quiet, install_filter
 from sftrace._export.otlp_settings import OtlpSettings
 from sftrace._model.otlp_json import (
     JSONDict,
-    encode_attributes,
     encode_request,
     encode_span,
+    encode_value,
     plain_attributes,
 )
 from sftrace._version import __version__
@@ -55,6 +55,9 @@ _ATTRIBUTES = b'"attributes":['
 # SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote parent.
 _LOCAL_FLAGS = 0x100
 _REMOTE_FLAGS = 0x300
+_STRING_VALUE = b'{"stringValue":'
+_KEY_PREFIXES: dict[str, bytes] = {}  # attribute key -> its encoded start (_key_prefix)
+_KEYS_KEPT = 4096
 
 
 def encode_spans_json(
@@ -65,30 +68,31 @@ def encode_spans_json(
     """The OTLP/JSON ``ExportTraceServiceRequest`` of the OTLP copies of ``spans``.
 
     ``lines``: the spans' bundle lines where known (None where not). A bundle line is the
-    span's OTLP/JSON already (``_model.otlp_json``); when the OTLP copy only adds
+    span's OTLP/JSON already (``_model.otlp_json``): when the OTLP copy only adds
     attributes to it (see ``SpanPreparer.additions``), they are spliced into the line
-    instead of encoding the span again, the costliest part of export.
+    instead of encoding the span again, the costliest part of export. Either way each
+    span becomes one piece of bytes (no tree of dicts per span), and each string value
+    is escaped once however many attributes repeat it (the aliases of the input and
+    output); the request's envelope is built once per resource and scope.
     """
     groups: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[Any]]]
     groups = {}
     for number, span in enumerate(spans):
         line = lines[number] if lines is not None else None
-        encoded: Any = _spliced(span, line, preparer) if line is not None else None
+        encoded = _spliced(span, line, preparer) if line is not None else None
         if encoded is None:
-            attributes, events, _ = preparer.prepare_parts(span)
-            encoded = encode_span(span, attributes=attributes, events=events)
-            _add_wire_fields(encoded, span)
+            encoded = _encoded(span, preparer)
         resource = preparer.resource_for(span.resource)
         scope = span.instrumentation_scope
         key = (id(resource), id(scope))
         group = groups.get(key)
         if group is None:
             group = groups[key] = (resource, scope, [])
-        group[2].append(encoded)
+        group[2].append(orjson.Fragment(encoded))
     return orjson.dumps(encode_request(groups.values()))
 
 
-def _spliced(span: ReadableSpan, line: bytes, preparer: SpanPreparer) -> orjson.Fragment | None:
+def _spliced(span: ReadableSpan, line: bytes, preparer: SpanPreparer) -> bytes | None:
     """The span's bundle line with the OTLP copy's additions and flags, or None when the
     copy differs in more than added attributes."""
     if span.dropped_attributes or span.dropped_events or span.dropped_links:
@@ -99,19 +103,72 @@ def _spliced(span: ReadableSpan, line: bytes, preparer: SpanPreparer) -> orjson.
     added = preparer.additions(plain_attributes(span), len(line))
     if added is None:
         return None
-    if line.endswith(b"\n"):
-        line = line[:-1]
+    end = len(line) - 1 if line.endswith(b"\n") else len(line)
+    flags = _REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS
+    return _with_attributes(line, end, added, b',"flags":%d}' % flags)
+
+
+def _encoded(span: ReadableSpan, preparer: SpanPreparer) -> bytes:
+    """The OTLP copy of ``span`` encoded from the span alone (no bundle line)."""
+    attributes, events, _ = preparer.prepare_parts(span)
+    encoded = encode_span(span, attributes={}, events=events)
+    _add_wire_fields(encoded, span)
+    line = orjson.dumps(encoded)
+    spliced = _with_attributes(line, len(line), attributes, b"}")
+    assert spliced is not None  # orjson wrote the empty list encode_span made
+    return spliced
+
+
+def _with_attributes(
+    line: bytes, end: int, attributes: Mapping[str, Any], tail: bytes
+) -> bytes | None:
+    """``line[:end]`` (one encoded span without its closing brace) with ``attributes``
+    added at the end of its own attribute list, closed with ``tail``; None when the
+    line is not of that shape. The span's own attributes come before its events and
+    links, and a key inside a string value is escaped, so the first match is theirs."""
     at = line.find(_ATTRIBUTES)
-    if at < 0 or line[-1:] != b"}":
+    if at < 0 or line[end - 1 : end] != b"}":
         return None
     at += len(_ATTRIBUTES)
-    flags = _REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS
-    tail = b',"flags":%d}' % flags
-    if not added:
-        return orjson.Fragment(line[:-1] + tail)
-    extra = orjson.dumps(encode_attributes(added))[1:-1]
+    view = memoryview(line)
+    if not attributes:
+        return b"".join((view[: end - 1], tail))
     separator = b"" if line[at : at + 1] == b"]" else b","
-    return orjson.Fragment(line[:at] + extra + separator + line[at:-1] + tail)
+    return b"".join((view[:at], _attribute_items(attributes), separator, view[at : end - 1], tail))
+
+
+def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
+    """``attributes`` as the items of an OTLP/JSON attribute list (what
+    ``encode_attributes`` gives, without the brackets), each distinct string value
+    escaped once."""
+    parts: list[bytes] = []
+    escaped: dict[str, bytes] = {}
+    for key, value in attributes.items():
+        prefix = _KEY_PREFIXES.get(key)
+        if prefix is None:
+            prefix = _key_prefix(key)
+        parts.append(prefix)
+        if type(value) is str:
+            text = escaped.get(value)
+            if text is None:
+                text = escaped[value] = orjson.dumps(value)
+            parts.append(_STRING_VALUE)
+            parts.append(text)
+            parts.append(b"}},")
+        else:
+            parts.append(orjson.dumps(encode_value(value)))
+            parts.append(b"},")
+    parts[-1] = parts[-1][:-1]  # no comma after the last one
+    return b"".join(parts)
+
+
+def _key_prefix(key: str) -> bytes:
+    """``{"key":<key>,"value":``, kept for the keys seen most (a bounded cache)."""
+    prefix = b'{"key":%s,"value":' % orjson.dumps(key)
+    if len(_KEY_PREFIXES) >= _KEYS_KEPT:
+        _KEY_PREFIXES.clear()
+    _KEY_PREFIXES[key] = prefix
+    return prefix
 
 
 def _add_wire_fields(encoded: JSONDict, span: ReadableSpan) -> None:
