@@ -121,26 +121,12 @@ def minimize(
     Raises ``ConfigError`` for bad arguments or a run that neither failed nor is given
     expectations, and ``ReplayError`` when the first replay does not reproduce the failure.
     """
-    target, steps = _steps(
-        bundle,
-        entrypoint,
-        output=output,
-        overwrite=overwrite,
-        expect=expect,
-        expect_output=expect_output,
-        expect_trajectory=expect_trajectory,
-        max_replays=max_replays,
-        progress=progress,
-        manual=manual,
-        agent_version=agent_version,
-    )
-    try:
-        request = next(steps)
-        while True:
-            request = steps.send(run_replay(request[0], target, request[1]))
-    except StopIteration as stop:
-        result: MinimizeResult = stop.value
-        return result
+    # The parameters as given (the first statement, so locals() holds nothing else).
+    target, steps = _steps(**locals())
+    step = _step(steps, None)
+    while not isinstance(step, MinimizeResult):
+        step = _step(steps, run_replay(step[0], target, step[1]))
+    return step
 
 
 async def aminimize(
@@ -158,26 +144,21 @@ async def aminimize(
     agent_version: str | None = None,
 ) -> MinimizeResult:
     """The async twin of :func:`minimize`: an async entrypoint is awaited in this loop."""
-    target, steps = _steps(
-        bundle,
-        entrypoint,
-        output=output,
-        overwrite=overwrite,
-        expect=expect,
-        expect_output=expect_output,
-        expect_trajectory=expect_trajectory,
-        max_replays=max_replays,
-        progress=progress,
-        manual=manual,
-        agent_version=agent_version,
-    )
+    target, steps = _steps(**locals())  # the parameters as given, as in minimize()
+    step = _step(steps, None)
+    while not isinstance(step, MinimizeResult):
+        step = _step(steps, await arun_replay(step[0], target, step[1]))
+    return step
+
+
+def _step(steps: Steps, result: ReplayResult | None) -> Replay | MinimizeResult:
+    """Run the minimization on to its next replay (returned, for the driver to run and
+    send back with ``result``: :func:`minimize` runs it, :func:`aminimize` awaits it) or
+    to its end (its result); ``result=None`` starts it."""
     try:
-        request = next(steps)
-        while True:
-            request = steps.send(await arun_replay(request[0], target, request[1]))
+        return next(steps) if result is None else steps.send(result)
     except StopIteration as stop:
-        result: MinimizeResult = stop.value
-        return result
+        return stop.value  # type: ignore[no-any-return]
 
 
 def _steps(
@@ -185,16 +166,17 @@ def _steps(
     entrypoint: str | Entrypoint,
     *,
     output: str | os.PathLike[str],
-    overwrite: bool = False,
-    expect: Expectations | None = None,
-    expect_output: str | os.PathLike[str] | None = None,
-    expect_trajectory: str | os.PathLike[str] | None = None,
-    max_replays: int = 500,
-    progress: Callable[[MinimizeProgress], None] | None = None,
-    manual: ManualHandler | None = None,
-    agent_version: str | None = None,
+    overwrite: bool,
+    expect: Expectations | None,
+    expect_output: str | os.PathLike[str] | None,
+    expect_trajectory: str | os.PathLike[str] | None,
+    max_replays: int,
+    progress: Callable[[MinimizeProgress], None] | None,
+    manual: ManualHandler | None,
+    agent_version: str | None,
 ) -> tuple[Entrypoint, Steps]:
-    """Check the arguments of ``minimize``; the minimization, as replays to run."""
+    """Check the arguments of ``minimize`` (all of them, as given: no defaults here to
+    drift from the twins'); the minimization, as replays to run."""
     target = resolve_entrypoint(entrypoint)
     recorded = as_bundle(bundle)
     if expect is not None and (expect_output is not None or expect_trajectory is not None):
