@@ -347,21 +347,8 @@ def fork(
     ``ConfigError`` for an override that is not JSON or a bad option, before the agent
     runs.
     """
-    recorded, target, options, plan = _prepare(
-        bundle,
-        entrypoint,
-        at,
-        override,
-        save=save,
-        overwrite=overwrite,
-        mode=mode,
-        live_llms=live_llms,
-        allow_live_tools=allow_live_tools,
-        manual=manual,
-        agent_version=agent_version,
-        tiers=tiers,
-        match_ignore=match_ignore,
-    )
+    # The parameters as given (the first statement, so locals() holds nothing else).
+    recorded, target, options, plan = _prepare(**locals())
     return run_fork(recorded, target, options, plan)
 
 
@@ -382,21 +369,7 @@ async def afork(
     match_ignore: Mapping[str, Iterable[str]] | None = None,
 ) -> ReplayResult:
     """The async twin of :func:`fork`, awaiting an async entrypoint in this loop."""
-    recorded, target, options, plan = _prepare(
-        bundle,
-        entrypoint,
-        at,
-        override,
-        save=save,
-        overwrite=overwrite,
-        mode=mode,
-        live_llms=live_llms,
-        allow_live_tools=allow_live_tools,
-        manual=manual,
-        agent_version=agent_version,
-        tiers=tiers,
-        match_ignore=match_ignore,
-    )
+    recorded, target, options, plan = _prepare(**locals())  # as in fork()
     return await arun_fork(recorded, target, options, plan)
 
 
