@@ -1,20 +1,34 @@
 """The refund agent, fixed: the refund policy is enforced in code, not left to the model.
 
-Same tools and model as ``refund_agent.py``; only ``handle`` changes.
+Same tools and model as ``refund_agent.py``; only ``handle`` changes. ``handle_with``
+takes the policy as a function, so ``refund_agent_checked.py`` can enforce it another way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from refund_agent import REFUND_WINDOW_DAYS, decide, issue_refund, lookup_order
 
 
+def within_refund_window(order: dict[str, Any]) -> bool:
+    """The refund policy: refunds only within ``REFUND_WINDOW_DAYS`` of delivery."""
+    return bool(order["delivered_days_ago"] <= REFUND_WINDOW_DAYS)
+
+
 def handle(request: dict[str, str]) -> dict[str, Any]:
     """The agent's entrypoint: ``{"order_id": ..., "message": ...}`` -> the outcome."""
+    return handle_with(request, within_refund_window)
+
+
+def handle_with(
+    request: dict[str, str], refund_allowed: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """``handle``, with ``refund_allowed(order)`` asked before any refund the model decides."""
     order = lookup_order(request["order_id"])
     decision = decide(request, order)
-    if decision["action"] == "refund" and order["delivered_days_ago"] > REFUND_WINDOW_DAYS:
+    if decision["action"] == "refund" and not refund_allowed(order):
         # The fix: never refund outside the window, whatever the model says.
         return {
             "decision": "denied",
