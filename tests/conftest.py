@@ -14,6 +14,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from sftrace.testing import isolated_tracing
 
+# Fixtures shared by the OTLP test modules (provider, sink, clean_otlp_env).
+pytest_plugins = ["otlp_fixtures"]
+
 # What the libraries the tests drive would send on their own, switched off before any of
 # them is imported (subprocesses inherit it): Traceloop's telemetry, the OpenAI Agents
 # SDK's trace export, LiteLLM's download of its model-cost map, Logfire's export to its

@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,57 +18,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import sample_agents as agents
 import sftrace
+from otlp_fixtures import OTLP_ENV_NAMES, sink_url
 from otlp_sink import OtlpSink
 from sftrace import ConfigError, load_bundle, record
 from sftrace._export.otlp_settings import DEFAULT_MAX_PAYLOAD_BYTES, OtlpSettings, resolve_settings
 from sftrace._record.config import get_state
 
+pytestmark = pytest.mark.usefixtures("clean_otlp_env")
+
 HERE = Path(__file__).resolve().parent
-ENV_NAMES = (
-    "SFTRACE_OTLP_ENDPOINT",
-    "SFTRACE_CAPTURE_CONTENT",
-    "SFTRACE_MAX_PAYLOAD_BYTES",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_SDK_DISABLED",
-    "OTEL_SERVICE_NAME",
-    "SFTRACE_OTLP_ENCODER",
-    "OTEL_EXPORTER_OTLP_COMPRESSION",
-    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    receiver = OtlpSink()
-    receiver.start_http()
-    yield receiver
-    receiver.stop()
-
-
-@pytest.fixture
-def provider() -> Iterator[TracerProvider]:
-    made = TracerProvider()
-    yield made
-    made.shutdown()
-
-
-def sink_url(sink: OtlpSink) -> str:
-    assert sink._http is not None
-    return f"http://127.0.0.1:{sink._http.server_address[1]}"
 
 
 def test_configure_is_keyword_only_with_the_documented_parameters() -> None:
@@ -440,7 +397,9 @@ def test_sdk_disabled_records_without_changing_the_sdks_provider(
 
 def run_child(scenario: str, tmp_path: Path, env: dict[str, str], *, stderr: bool = False) -> Any:
     clean = {
-        k: v for k, v in os.environ.items() if k not in ENV_NAMES and k != "PYTEST_CURRENT_TEST"
+        k: v
+        for k, v in os.environ.items()
+        if k not in OTLP_ENV_NAMES and k != "PYTEST_CURRENT_TEST"
     }
     clean.update(env)
     clean["PYTHONPATH"] = os.pathsep.join([str(HERE), clean.get("PYTHONPATH", "")])

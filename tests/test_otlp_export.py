@@ -4,9 +4,8 @@ that is down or hangs: the agent never sees it."""
 from __future__ import annotations
 
 import logging
-import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import sample_agents as agents
 import sftrace
+from otlp_fixtures import free_port
 from otlp_sink import OtlpSink
 from sftrace import load_bundle, record, trace_tool
 from sftrace._export.enrich import SpanPreparer, truncate_utf8
@@ -167,12 +167,6 @@ def test_the_enriching_exporter_never_raises(spans: InMemorySpanExporter) -> Non
     assert exporter.force_flush() is True
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_failing_collector_is_logged_once_per_cause(
     spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -180,7 +174,7 @@ def test_a_failing_collector_is_logged_once_per_cause(
     on the same logger, still logs every failure."""
     with record("logged"):
         agents.booking_agent()
-    url = f"http://127.0.0.1:{closed_port()}/v1/traces"
+    url = f"http://127.0.0.1:{free_port()}/v1/traces"
     ours = EnrichingSpanExporter(OTLPSpanExporter(endpoint=url, timeout=0.3))
     theirs = OTLPSpanExporter(endpoint=url, timeout=0.3)
     finished = spans.get_finished_spans()
@@ -199,13 +193,6 @@ def test_a_failing_collector_is_logged_once_per_cause(
     assert len(theirs_logged) == 2
 
 
-@pytest.fixture
-def provider() -> Iterator[TracerProvider]:
-    made = TracerProvider()
-    yield made
-    made.shutdown()
-
-
 def test_collector_down_recording_succeeds_and_the_bundle_is_complete(
     provider: TracerProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -216,7 +203,7 @@ def test_collector_down_recording_succeeds_and_the_bundle_is_complete(
     sftrace.configure(
         tracer_provider=provider,
         bundle_dir=tmp_path / "down",
-        otlp_endpoint=f"http://127.0.0.1:{closed_port()}",
+        otlp_endpoint=f"http://127.0.0.1:{free_port()}",
     )
     with record("down-agent", run_input="go") as session:
         session.set_output(agents.booking_agent())

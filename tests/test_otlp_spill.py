@@ -3,8 +3,6 @@ a tiny queue or a collector that is down loses no span of a recorded run."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import sample_agents as agents
 import sftrace
+from otlp_fixtures import free_port, sink_url
 from otlp_sink import OtlpSink
 from sftrace import load_bundle, record, trace_tool
 from sftrace._export.enrich import SpanPreparer
@@ -26,46 +25,11 @@ from sftrace._export.push import push_bundles
 from sftrace._export.unsent import read_unsent, unsent_path
 from sftrace._record.config import get_state
 
-ENV_NAMES = (
-    "SFTRACE_OTLP_ENDPOINT",
-    "SFTRACE_OTLP_ENCODER",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_COMPRESSION",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_SDK_DISABLED",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ENV_NAMES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def provider() -> Iterator[TracerProvider]:
-    made = TracerProvider()
-    yield made
-    made.shutdown()
-
-
-@pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    receiver = OtlpSink()
-    receiver.start_http()
-    yield receiver
-    receiver.stop()
+pytestmark = pytest.mark.usefixtures("clean_otlp_env")
 
 
 def url(sink: OtlpSink) -> str:
-    assert sink._http is not None
-    return f"http://127.0.0.1:{sink._http.server_address[1]}/v1/traces"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return sink_url(sink, "/v1/traces")
 
 
 @trace_tool
