@@ -19,12 +19,14 @@ from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
-from sftrace._cli.output import SafeConsole, human_console
-from sftrace._cli.replay import (
+from sftrace._cli.options import (
     ENTRYPOINT_OPTION,
-    check_before_running,
     parse_match_ignore_option,
     parse_tiers_option,
+)
+from sftrace._cli.output import SafeConsole, human_console
+from sftrace._cli.replay import (
+    check_before_running,
     print_matched,
     print_outcome,
     print_unused,

@@ -17,8 +17,9 @@ from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
+from sftrace._cli.options import ENTRYPOINT_OPTION, expectation_file_options
 from sftrace._cli.output import echo, human_console
-from sftrace._cli.replay import ENTRYPOINT_OPTION, check_before_running
+from sftrace._cli.replay import check_before_running
 from sftrace._model.text import byte_size, pluralize
 from sftrace._regress.minimize import MinimizeProgress, MinimizeResult, minimize
 
@@ -41,18 +42,10 @@ def register(group: click.Group) -> None:
     help="Where to write the minimized bundle.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace an existing bundle at PATH.")
-@click.option(
-    "--expect-output",
-    type=click.Path(path_type=Path, dir_okay=False),
-    metavar="FILE",
-    help="A JSON file holding the corrected output: the failure to keep is that the run "
+@expectation_file_options(
+    output_help="A JSON file holding the corrected output: the failure to keep is that the run "
     "does not produce it (for a run that completed with the wrong behaviour).",
-)
-@click.option(
-    "--expect-trajectory",
-    type=click.Path(path_type=Path, dir_okay=False),
-    metavar="FILE",
-    help="A JSON or TOML expectations document (as for sftrace export); the same "
+    trajectory_help="A JSON or TOML expectations document (as for sftrace export); the same "
     "expectations must stay unmet.",
 )
 @click.option(

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy
+from sftrace._cli.options import expectation_file_options
 from sftrace._cli.output import echo, human_console, printable
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
@@ -290,18 +291,10 @@ def _print_result(console: Console, result: CaseResult) -> None:
     metavar="MODULE:FUNCTION",
     help="The agent's entrypoint the test replays the bundle against.",
 )
-@click.option(
-    "--expect-output",
-    type=click.Path(path_type=Path, dir_okay=False),
-    metavar="FILE",
-    help="A JSON file holding the corrected output the test expects.",
-)
-@click.option(
-    "--expect-trajectory",
-    type=click.Path(path_type=Path, dir_okay=False),
-    metavar="FILE",
-    help="A JSON or TOML expectations document (called, not_called, counts, arguments, "
-    "order, sequence, max_calls).",
+@expectation_file_options(
+    output_help="A JSON file holding the corrected output the test expects.",
+    trajectory_help="A JSON or TOML expectations document (called, not_called, counts, "
+    "arguments, order, sequence, max_calls).",
 )
 @click.option(
     "--output",

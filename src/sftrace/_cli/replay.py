@@ -22,6 +22,11 @@ from sftrace._bundle.reader import Bundle
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._cli.bundle import missing_content
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
+from sftrace._cli.options import (
+    ENTRYPOINT_OPTION,
+    parse_match_ignore_option,
+    parse_tiers_option,
+)
 from sftrace._cli.output import SafeConsole, human_console
 from sftrace._cli.view import finish_page, html_option
 from sftrace._errors import BundleError, ConfigError, SftraceError
@@ -49,16 +54,6 @@ _ACTION_STYLES = {
     "live": "magenta",
     "overridden": "blue",
 }
-
-
-# The agent's entrypoint, as replay, fork and minimize take it.
-ENTRYPOINT_OPTION = click.option(
-    "--entrypoint",
-    "-e",
-    required=True,
-    metavar="MODULE:FUNCTION",
-    help="The agent's entrypoint, importable from the working directory.",
-)
 
 
 def register(group: click.Group) -> None:
@@ -194,29 +189,6 @@ def replay_command(
         facts = {"entrypoint": entrypoint, "mode": mode, "match": match, "verdict": verdict}
         finish_page(html_path, render_replay(result, facts=facts), err=as_json)
     raise click.exceptions.Exit(EXIT_OK if verdict == "reproduced" else EXIT_CHANGED)
-
-
-def parse_tiers_option(text: str | None) -> list[str] | None:
-    """``--tiers exact,normalized`` as a list (checked by ``ReplayOptions.build``)."""
-    if text is None:
-        return None
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def parse_match_ignore_option(items: tuple[str, ...]) -> dict[str, list[str]] | None:
-    """``--match-ignore NAME=PATH`` options as the ``match_ignore`` mapping."""
-    if not items:
-        return None
-    ignore: dict[str, list[str]] = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name.strip() or not path.strip():
-            raise ConfigError(
-                f"--match-ignore takes NAME=PATH (a tool name, 'llm', 'provider/model' or "
-                f"'*', then a JSON path), got {item!r}; e.g. --match-ignore 'llm=$.messages'"
-            )
-        ignore.setdefault(name.strip(), []).append(path.strip())
-    return ignore
 
 
 def check_before_running(

@@ -1,0 +1,67 @@
+"""Command-line options that several commands share, each written once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+from sftrace._errors import ConfigError
+
+F = TypeVar("F", bound=Callable[..., object])
+
+# The agent's entrypoint, as replay, fork and minimize take it.
+ENTRYPOINT_OPTION = click.option(
+    "--entrypoint",
+    "-e",
+    required=True,
+    metavar="MODULE:FUNCTION",
+    help="The agent's entrypoint, importable from the working directory.",
+)
+
+
+def expectation_file_options(*, output_help: str, trajectory_help: str) -> Callable[[F], F]:
+    """``--expect-output FILE`` and ``--expect-trajectory FILE`` (the files
+    ``expectations_from_files`` reads), with what each means to the command."""
+    expect_output = click.option(
+        "--expect-output",
+        type=click.Path(path_type=Path, dir_okay=False),
+        metavar="FILE",
+        help=output_help,
+    )
+    expect_trajectory = click.option(
+        "--expect-trajectory",
+        type=click.Path(path_type=Path, dir_okay=False),
+        metavar="FILE",
+        help=trajectory_help,
+    )
+
+    def decorate(command: F) -> F:
+        return expect_output(expect_trajectory(command))
+
+    return decorate
+
+
+def parse_tiers_option(text: str | None) -> list[str] | None:
+    """``--tiers exact,normalized`` as a list (checked by ``ReplayOptions.build``)."""
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_match_ignore_option(items: tuple[str, ...]) -> dict[str, list[str]] | None:
+    """``--match-ignore NAME=PATH`` options as the ``match_ignore`` mapping."""
+    if not items:
+        return None
+    ignore: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ConfigError(
+                f"--match-ignore takes NAME=PATH (a tool name, 'llm', 'provider/model' or "
+                f"'*', then a JSON path), got {item!r}; e.g. --match-ignore 'llm=$.messages'"
+            )
+        ignore.setdefault(name.strip(), []).append(path.strip())
+    return ignore
