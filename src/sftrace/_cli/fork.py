@@ -25,8 +25,8 @@ from sftrace._cli.options import (
     parse_tiers_option,
 )
 from sftrace._cli.output import SafeConsole, human_console
-from sftrace._cli.replay import (
-    check_before_running,
+from sftrace._cli.replay import check_before_running
+from sftrace._cli.replay_report import (
     print_matched,
     print_outcome,
     print_unused,

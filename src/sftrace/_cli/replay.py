@@ -11,11 +11,10 @@ import contextlib
 import inspect
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import click
 import orjson
-from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
@@ -27,33 +26,13 @@ from sftrace._cli.options import (
     parse_match_ignore_option,
     parse_tiers_option,
 )
-from sftrace._cli.output import SafeConsole, human_console
+from sftrace._cli.replay_report import print_report, replay_document, replay_verdict
 from sftrace._cli.view import finish_page, html_option
-from sftrace._errors import BundleError, ConfigError, SftraceError
-from sftrace._model.calls import Call
-from sftrace._model.jsondiff import MISSING
+from sftrace._errors import BundleError, ConfigError
 from sftrace._model.policy import MatchMode, ReplayMode
-from sftrace._model.serialize import to_json
-from sftrace._model.text import one_line, pluralize, preview, were
-from sftrace._record.run import exception_type_name
-from sftrace._replay.controller import MatchedCall
 from sftrace._replay.options import ReplayOptions
-from sftrace._replay.run import Entrypoint, ReplayResult, resolve_entrypoint, run_replay
+from sftrace._replay.run import Entrypoint, resolve_entrypoint, run_replay
 from sftrace._view.render import render_replay
-
-PREVIEW_CHARS = 100
-
-Verdict = Literal["reproduced", "diverged", "incomplete", "changed"]
-
-_ACTION_STYLES = {
-    "substituted": "green",
-    "executed": "yellow",
-    "derived": "cyan",
-    "manual": "blue",
-    "refused": "bold red",
-    "live": "magenta",
-    "overridden": "blue",
-}
 
 
 def register(group: click.Group) -> None:
@@ -182,7 +161,7 @@ def replay_command(
         document = replay_document(result, entrypoint=entrypoint, mode=mode, match=match)
         click.echo(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     else:
-        _print_report(
+        print_report(
             result, entrypoint=entrypoint, mode=mode, match=match, verdict=verdict, limit=limit
         )
     if html_path is not None:
@@ -229,261 +208,3 @@ def check_arguments(target: Any, recorded: Bundle, entrypoint: str) -> None:
             f"calls it as the recorded run was started: make it take "
             f"{'one argument' if arguments else 'no required argument'}"
         ) from None
-
-
-def replay_verdict(result: ReplayResult) -> Verdict:
-    """``reproduced`` (exit 0), or why not: ``diverged``, ``incomplete``, ``changed``."""
-    if result.divergence is not None:
-        return "diverged"
-    if result.unused:
-        return "incomplete"
-    return "reproduced" if result.reproduced else "changed"
-
-
-# --- JSON ---------------------------------------------------------------------------
-
-
-def replay_document(
-    result: ReplayResult, *, entrypoint: str, mode: str, match: str
-) -> dict[str, Any]:
-    """The facts of the text report as a JSON document, keys in a fixed order."""
-    recorded = result.bundle
-    failure = recorded.manifest.failure
-    divergence = result.divergence
-    return {
-        "bundle": str(recorded.path) if recorded.path is not None else None,
-        "entrypoint": entrypoint,
-        "mode": mode,
-        "match": match,
-        "verdict": replay_verdict(result),
-        "reproduced": result.reproduced,
-        "reproduced_failure": result.reproduced_failure,
-        "recorded": {
-            "run_id": recorded.run_id,
-            "agent_name": recorded.agent_name,
-            "status": recorded.status,
-            "failure": None
-            if failure is None
-            else {"type": failure.type, "message": failure.message, "step": failure.step},
-            "has_output": recorded.has_output,
-            "output": recorded.output,
-            "calls": len(recorded.calls),
-        },
-        "replay": {
-            "status": result.status,
-            "return_value": _jsonable(result.return_value),
-            "has_output": result.has_output,
-            "output": result.output,
-            "error": _error_document(result.error),
-        },
-        "matched": [
-            {
-                "number": item.number,
-                "seq": item.recorded.seq,
-                "kind": item.recorded.kind,
-                "name": item.recorded.name,
-                "provider": item.recorded.provider,
-                "action": item.action,
-                "tier": item.tier,
-                "differences": [_difference_document(*entry) for entry in item.differences],
-            }
-            for item in result.matched
-        ],
-        "match_counts": result.match_counts,
-        "unused": [
-            {
-                "seq": call.seq,
-                "kind": call.kind,
-                "name": call.name,
-                "provider": call.provider,
-                "input": call.input,
-            }
-            for call in result.unused
-        ],
-        "divergence": None if divergence is None else _divergence_document(divergence),
-        "saved_path": str(result.saved_path) if result.saved_path is not None else None,
-    }
-
-
-def _divergence_document(divergence: BaseException) -> dict[str, Any]:
-    """The divergence with the full values (the message shortens them): the recorded and
-    reached calls and each differing path."""
-    return {
-        "type": type(divergence).__name__,
-        "call_number": getattr(divergence, "call_number", None),
-        "message": str(divergence),
-        "recorded": getattr(divergence, "recorded", None),
-        "reached": getattr(divergence, "reached", None),
-        "differences": [
-            _difference_document(path, recorded, reached)
-            for path, recorded, reached in getattr(divergence, "differences", ())
-        ],
-    }
-
-
-def _difference_document(path: str, recorded: Any, reached: Any) -> dict[str, Any]:
-    return {
-        "path": path,
-        "recorded": None if recorded is MISSING else recorded,
-        "reached": None if reached is MISSING else reached,
-        "missing": "recorded" if recorded is MISSING else "reached" if reached is MISSING else None,
-    }
-
-
-def _jsonable(value: Any) -> Any:
-    """The value as JSON when sftrace can convert it, else its repr (a string)."""
-    try:
-        return to_json(value)
-    except SftraceError:
-        return repr(value)
-
-
-def _error_document(error: BaseException | None) -> dict[str, str] | None:
-    if error is None:
-        return None
-    return {"type": _error_name(error), "message": str(error)}
-
-
-def _error_name(error: BaseException) -> str:
-    """``ValueError``, ``pkg.mod.Error``; sftrace's own errors by their public name."""
-    return exception_type_name(error)[0]
-
-
-# --- text ---------------------------------------------------------------------------
-
-
-def _print_report(
-    result: ReplayResult, *, entrypoint: str, mode: str, match: str, verdict: Verdict, limit: int
-) -> None:
-    console = human_console()
-    recorded = result.bundle
-    console.print(
-        Text.assemble(
-            "Replayed ",
-            (recorded.agent_name, "bold"),
-            f" run {recorded.run_id} ({recorded.status}) with {entrypoint}",
-            (f"  [mode {mode}, match {match}]", "dim"),
-        )
-    )
-    print_matched(console, result.matched, limit=limit)
-    if not result.matched:
-        console.print(Text("  no recorded call was matched", style="dim"))
-    print_unused(console, result.unused, "unused recorded calls")
-    print_outcome(console, result)
-    if result.saved_path is not None:
-        console.print(f"saved the replayed run: {result.saved_path}")
-    console.print(_verdict_text(result, verdict))
-
-
-def print_matched(
-    console: SafeConsole, matched: list[MatchedCall], *, limit: int, width: int | None = None
-) -> None:
-    """One line per matched call (at most ``limit``; 0: all): its number, recorded seq
-    (``new`` for a live call), label, action, tier and where its input differed."""
-    shown = matched if limit == 0 else matched[:limit]
-    if width is None:
-        width = max((len(item.recorded.label) for item in shown), default=0)
-    for item in shown:
-        console.print(_matched_line(item, width))
-    if len(shown) < len(matched):
-        console.print(
-            Text(
-                f"  ... and {pluralize(len(matched) - len(shown), 'more matched call')} "
-                f"(--limit 0 lists all)",
-                style="dim",
-            )
-        )
-
-
-def _matched_line(item: MatchedCall, width: int) -> Text:
-    line = Text(no_wrap=True, overflow="ellipsis")
-    seq = f"#{item.recorded.seq}" if item.action != "live" else "new"
-    line.append(f"  {item.number:>3}. {seq} ")
-    line.append(item.recorded.label.ljust(width), style="bold")
-    line.append("  ")
-    line.append(item.action, style=_ACTION_STYLES.get(item.action, ""))
-    if item.tier is not None:
-        line.append(f" [{item.tier}]", style="" if item.tier == "exact" else "yellow")
-    if item.differences:
-        paths = ", ".join(path for path, _, _ in item.differences[:3])
-        more = f" +{len(item.differences) - 3}" if len(item.differences) > 3 else ""
-        line.append(f"  (input differs at {paths}{more})", style="dim")
-    error = item.recorded.error
-    if error is not None and item.action == "substituted":
-        line.append(
-            f"  (recorded error {error.type}: {one_line(error.message, PREVIEW_CHARS)})",
-            style="dim",
-        )
-    return line
-
-
-def print_unused(console: SafeConsole, unused: list[Call], title: str) -> None:
-    """``title: N`` and the first 20 of the recorded calls ``unused``, if any."""
-    if not unused:
-        return
-    console.print(Text(f"{title}: {len(unused)}", style="yellow"))
-    for call in unused[:20]:
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(f"  #{call.seq} {call.label}", style="bold")
-        line.append(f"  {one_line(call.input_json, PREVIEW_CHARS)}", style="dim")
-        console.print(line)
-    if len(unused) > 20:
-        console.print(Text(f"  ... and {len(unused) - 20} more", style="dim"))
-
-
-def print_outcome(console: SafeConsole, result: ReplayResult) -> None:
-    """The divergence (if any), what the replayed run did, and what the recorded one did."""
-    if result.divergence is not None:
-        console.print(Text("divergence:", style="bold red"))
-        for part in str(result.divergence).splitlines():
-            console.print(Text(f"  {part}"))
-    console.print(Text.assemble("result: ", _outcome_text(result)))
-    console.print(Text.assemble("recorded: ", _recorded_text(result.bundle)))
-
-
-def _outcome_text(result: ReplayResult) -> Text:
-    error, divergence = result.error, result.divergence
-    if divergence is not None and error is divergence:
-        number = getattr(divergence, "call_number", None)
-        where = f" at call {number}" if number is not None else ""
-        return Text(f"{result.status}: the replay raised {_error_name(divergence)}{where}", "red")
-    if error is not None:
-        return Text(
-            f"{result.status}: {_error_name(error)}: {one_line(str(error), PREVIEW_CHARS)}",
-            style="red",
-        )
-    text = Text(
-        f"{result.status}, returned {preview(_jsonable(result.return_value), PREVIEW_CHARS)}"
-    )
-    if result.has_output:
-        text.append(f", output {preview(result.output, PREVIEW_CHARS)}")
-    return text
-
-
-def _recorded_text(recorded: Bundle) -> Text:
-    failure = recorded.manifest.failure
-    if recorded.status == "failed" and failure is not None:
-        return Text(f"failed: {failure.type}: {one_line(failure.message or '', PREVIEW_CHARS)}")
-    if recorded.has_output:
-        return Text(f"{recorded.status}, output {preview(recorded.output, PREVIEW_CHARS)}")
-    return Text(f"{recorded.status}, no output recorded")
-
-
-def _verdict_text(result: ReplayResult, verdict: Verdict) -> Text:
-    if verdict == "reproduced":
-        what = "failure" if result.bundle.status == "failed" else "behaviour"
-        return Text(f"reproduced: the replay matched the recording and its {what}", "bold green")
-    if verdict == "diverged":
-        return Text(
-            "diverged: the replay left the recording (see the divergence above)", "bold red"
-        )
-    if verdict == "incomplete":
-        unused = len(result.unused)
-        return Text(
-            f"diverged: {pluralize(unused, 'recorded call')} {were(unused)} never reached",
-            "bold red",
-        )
-    return Text(
-        "behaviour changed: every call matched, but the result differs from the recording",
-        "bold red",
-    )
