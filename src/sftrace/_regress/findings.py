@@ -3,7 +3,8 @@
 A :class:`Finding` has a stable :class:`FindingCode` and a :class:`Severity`; a
 :class:`ComparisonPolicy` changes severities and names JSON paths to ignore (reported as
 ``info``); a :class:`Report` holds the findings, the call alignment and the verdict (it
-fails when any finding is an error). How findings are made is in ``compare``.
+fails when any finding is an error); a :class:`FindingBuilder` collects the findings of
+one comparison. What is compared is in ``compare`` and ``call_findings``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "AlignmentStatus",
     "ComparisonPolicy",
     "Finding",
+    "FindingBuilder",
     "FindingCode",
     "Report",
     "RunSummary",
@@ -390,6 +392,71 @@ class Report:
     def _repr_html_(self) -> str | None:
         """In a notebook, the report as HTML (see ``sftrace.render_html``)."""
         return repr_html(self)
+
+
+class FindingBuilder:
+    """Collects the findings of one comparison, each with the severity ``policy`` gives its
+    code; ``labels`` name the two runs (``("recorded", "replayed")``)."""
+
+    def __init__(self, policy: ComparisonPolicy, labels: tuple[str, str]) -> None:
+        self.policy = policy
+        self.labels = labels
+        self.findings: list[Finding] = []
+        # Set by _calls when the candidate diverged: the calls at the divergence and how
+        # their inputs differ, and how many recorded calls the stopped replay never reached.
+        self.diverged: tuple[CallRef | None, CallRef | None, list[Difference], bool] | None = None
+        self.not_reached = 0
+
+    def add(
+        self,
+        code: FindingCode,
+        message: str,
+        *,
+        baseline: CallRef | None = None,
+        candidate: CallRef | None = None,
+        severity: Severity | None = None,
+    ) -> None:
+        self.findings.append(
+            Finding(code, severity or self.policy.severity(code), message, baseline, candidate)
+        )
+
+    def add_paths(
+        self,
+        code: FindingCode,
+        message: str,
+        differences: Sequence[Difference],
+        truncated: bool,
+        *,
+        baseline: CallRef | None = None,
+        candidate: CallRef | None = None,
+    ) -> None:
+        """A finding for the differences not ignored, and an ``info`` one for the rest."""
+        active = tuple(d for d in differences if d.ignored_by is None)
+        ignored = tuple(d for d in differences if d.ignored_by is not None)
+        if active:
+            self.findings.append(
+                Finding(
+                    code,
+                    self.policy.severity(code),
+                    f"{message} at {pluralize(len(active), 'path')}",
+                    baseline,
+                    candidate,
+                    active,
+                    truncated,
+                )
+            )
+        if ignored:
+            self.findings.append(
+                Finding(
+                    code,
+                    Severity.INFO,
+                    f"{message} at {pluralize(len(ignored), 'ignored path')}",
+                    baseline,
+                    candidate,
+                    ignored,
+                    truncated and not active,
+                )
+            )
 
 
 def _labels(report: Report, finding: Finding) -> tuple[str, str]:
