@@ -18,8 +18,9 @@ from sftrace._cli.main import cli
 from sftrace._cli.regress import register as register_regress
 from sftrace._cli.replay import register as register_replay
 from sftrace._cli.view import register
-from sftrace._view.data import Values, script_json, text_window
+from sftrace._view.compare_data import text_window
 from sftrace._view.render import render_html
+from sftrace._view.values import Values, script_json
 from view_helpers import HOSTILE_ERROR, HOSTILE_NAME, HOSTILE_OUTPUT, HOSTILE_TEXT, record_hostile
 
 register(cli)

@@ -26,15 +26,9 @@ from sftrace._regress.findings import ComparisonPolicy, Report
 from sftrace._regress.runs import as_run
 from sftrace._regress.suite import CaseResult
 from sftrace._replay.run import ReplayResult
-from sftrace._view.data import (
-    Values,
-    build_compare,
-    build_index,
-    build_run,
-    document,
-    dumps,
-    script_json,
-)
+from sftrace._view.compare_data import build_compare
+from sftrace._view.data import build_index, build_run, document
+from sftrace._view.values import Values, dumps, script_json
 
 __all__ = ["render_case", "render_html", "render_index", "write_html"]
 
