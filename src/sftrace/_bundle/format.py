@@ -7,7 +7,7 @@ from typing import Final
 FORMAT_NAME: Final = "sftrace-bundle"
 FORMAT_VERSION: Final = 2
 # Versions this reader understands. A future version adds itself here together with a
-# conversion of older manifests into the newest shape (``_bundle/manifest.py``).
+# conversion of older manifests into the newest shape (``_bundle/upgrade.py``).
 SUPPORTED_VERSIONS: Final = frozenset({1, 2})
 
 BUNDLE_SUFFIX: Final = ".sftrace"

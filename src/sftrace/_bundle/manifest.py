@@ -7,9 +7,9 @@ recovery and collector import all build their manifest here (``manifest_from_par
 so they write the same keys. Also here: the journal header (what recovery needs to
 rebuild a run) and the one UTC timestamp format, :func:`utc_iso`.
 
-Reading older versions: the manifest's ``format_version`` selects an upgrade step in
-``_UPGRADES`` that turns an older manifest into the current shape before validation, so
-a newer reader keeps reading older bundles. A version newer than this reader is refused
+Reading older versions: ``Manifest.from_json`` first has ``upgrade`` check the
+manifest's ``format_version`` and turn an older manifest into the current shape, so a
+newer reader keeps reading older bundles; a version newer than this reader is refused
 with a message saying to upgrade sftrace.
 """
 
@@ -21,7 +21,7 @@ import os
 import platform
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -34,9 +34,8 @@ from sftrace._bundle.format import (
     STATUS_COMPLETED,
     STATUS_FAILED,
     STATUS_INTERRUPTED,
-    SUPPORTED_VERSIONS,
-    not_a_bundle_message,
 )
+from sftrace._bundle.upgrade import upgraded_manifest
 from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import encode_attributes, encode_span, span_id_hex, trace_id_hex
@@ -339,7 +338,7 @@ class Manifest:
     def from_json(cls, raw: Any, display: str) -> Manifest:
         """Check a parsed manifest (upgrading an older version); raise ``BundleError``
         naming ``display`` and the field."""
-        raw = _upgraded(raw, display)
+        raw = upgraded_manifest(raw, display)
         known, extra = _take(raw, cls.FIELDS, display)
         if known["status"] not in STATUSES:
             raise _problem(display, "status", f"must be one of {list(STATUSES)}", known["status"])
@@ -375,49 +374,6 @@ class Manifest:
         if derived is None and known.get("replay_of") is not None:
             known["derived_from"] = {"run_id": known["replay_of"], "how": "replay"}
         return cls(**known, extra=extra)
-
-
-def _version_1_to_2(raw: dict[str, Any]) -> dict[str, Any]:
-    """Version 2 changed what call lines leave out (``_model/stored.py``), not the
-    manifest; a version 1 line is a valid version 2 line (it holds what version 2
-    leaves out, which readers take as it is)."""
-    return {**raw, "format_version": 2}
-
-
-# format_version -> function upgrading a manifest to the next version.
-_UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _version_1_to_2}
-
-
-def _upgraded(raw: Any, display: str) -> dict[str, Any]:
-    """``raw`` checked to be a manifest of a version this reader knows, in the newest shape."""
-    if not isinstance(raw, dict):
-        raise BundleError(
-            f"{display}: expected a JSON object, got {type(raw).__name__}", path=display
-        )
-    if raw.get("format") != FORMAT_NAME:
-        raise BundleError(not_a_bundle_message(display, raw.get("format")), path=display)
-    version = raw.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise BundleError(
-            f"{display}: format_version must be an integer, got {version!r}", path=display
-        )
-    if version not in SUPPORTED_VERSIONS:
-        newest = max(SUPPORTED_VERSIONS)
-        hint = (
-            "upgrade sftrace to read it"
-            if version > newest
-            else "this version was never released; the bundle is damaged"
-        )
-        raise BundleError(
-            f"{display}: unsupported bundle format version {version}; this sftrace reads "
-            f"versions {sorted(SUPPORTED_VERSIONS)}: {hint}",
-            path=display,
-        )
-    while version < FORMAT_VERSION:
-        raw = _UPGRADES[version](raw)
-        version = raw["format_version"]
-    upgraded: dict[str, Any] = raw
-    return upgraded
 
 
 # --- building the manifest of a run ---------------------------------------------------
