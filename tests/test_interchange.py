@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import random
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from interchange_helpers import (
     record_failing,
     replay_summary,
 )
+from otlp_fixtures import free_port
 from otlp_sink import OtlpSink
 from sftrace import load_bundle
 from sftrace._cli.main import cli
@@ -31,21 +31,12 @@ from sftrace._cli.otlp import register
 register(cli)
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "SFTRACE_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_PROTOCOL",
-        "OTEL_EXPORTER_OTLP_HEADERS",
-        "OTEL_SDK_DISABLED",
-    ):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_otlp_env")
 
 
 @pytest.fixture
 def sink() -> Iterator[OtlpSink]:
+    """A sink not yet listening (each test starts it over HTTP or gRPC)."""
     receiver = OtlpSink()
     yield receiver
     receiver.stop()
@@ -110,9 +101,7 @@ def test_push_sends_original_ids_parents_timestamps_and_attributes(
 def test_push_to_an_unreachable_collector_fails_with_one_line(tmp_path: Path) -> None:
     """Nothing listens: exit 1 and one line naming the bundle, the endpoint and the cause."""
     bundle_path = record_completed(tmp_path / "lonely.sftrace")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     result = run_cli(
         "push", str(bundle_path), "--endpoint", f"http://127.0.0.1:{port}", "--timeout", "0.5"
     )
