@@ -1,11 +1,13 @@
 """Run by ``test_dropin_setups.py`` in a fresh interpreter: sftrace beside a tracing set-up.
 
 ``python dropin_setups_child.py SETUP ORDER SAMPLING WORKDIR`` makes the application's
-tracing set-up (SETUP: ``sdk``, ``logfire``, ``phoenix``, ``traceloop``,
-``openinference``) with its own in-memory exporter, configures sftrace before
-(ORDER ``sftrace-first``) or after it (``app-first``), records one run inside an
-application span, and prints one JSON line: the bundle's spans, the spans the
-application's exporter received, the application span's id. SAMPLING ``off`` gives the
+tracing set-up (SETUP: ``sdk``, ``logfire``, ``pydantic-ai`` [Logfire instrumenting
+Pydantic AI], ``phoenix``, ``traceloop``, ``openinference``) with its own in-memory
+exporter, configures sftrace before (ORDER ``sftrace-first``) or after it
+(``app-first``), records one run inside an application span (for ``openinference`` and
+``pydantic-ai``, of an agent on the library they instrument, replayed too), and prints
+one JSON line: the bundle's spans, the spans the application's exporter received, the
+application span's id. SAMPLING ``off`` gives the
 application a sampler that drops everything. Set-ups patch the process (global provider,
 Logfire's and Traceloop's own state), hence one process per case.
 """
@@ -99,9 +101,20 @@ def setup_openinference(memory: InMemorySpanExporter, sampler: Sampler) -> AppSp
     return _otel_span
 
 
+def setup_pydantic_ai(memory: InMemorySpanExporter, sampler: Sampler) -> AppSpan:
+    """Logfire with its Pydantic AI instrumentation: the agent's own spans (agent run,
+    model request, tool run) go to Logfire's provider, beside sftrace's."""
+    import logfire
+
+    app_span = setup_logfire(memory, sampler)
+    logfire.instrument_pydantic_ai()
+    return app_span
+
+
 SETUPS = {
     "sdk": setup_sdk,
     "logfire": setup_logfire,
+    "pydantic-ai": setup_pydantic_ai,
     "phoenix": setup_phoenix,
     "traceloop": setup_traceloop,
     "openinference": setup_openinference,
@@ -132,6 +145,39 @@ def openai_agent() -> Iterator[tuple[Callable[[], Any], Any]]:
     yield agent, api
 
 
+@contextmanager
+def pydantic_ai_agent() -> Iterator[tuple[Callable[[], Any], Any]]:
+    """A Pydantic AI agent on OpenAIChatModel (answered offline) calling one function tool,
+    instrumented by sftrace: one tool call, then the answer."""
+    import fake_llm_api as fake
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from sftrace.integrations.pydantic_ai import instrument
+
+    api = fake.FakeAPI("openai", request_id_header="x-request-id")
+    call = fake.tool_call("call_1", "parcel_status", {"parcel_id": 42})
+    api.reply_json(fake.chat_completion(tool_calls=[call]))
+    api.reply_json(fake.chat_completion("It shipped."))
+    client = AsyncOpenAI(
+        http_client=api.async_client(), api_key="sk-test", base_url="http://llm.test/v1"
+    )
+    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, name="support")
+
+    @agent.tool_plain
+    def parcel_status(parcel_id: int) -> str:
+        return f"parcel {parcel_id} shipped"
+
+    instrument(agent)
+    yield lambda: agent.run_sync("Where is parcel 42?").output, api
+
+
+AGENTS = {"openinference": openai_agent, "pydantic-ai": pydantic_ai_agent}
+
+
 def describe(span: ReadableSpan) -> dict[str, Any]:
     assert span.context is not None
     return {
@@ -153,14 +199,14 @@ def main(setup: str, order: str, sampling: str, workdir: Path) -> dict[str, Any]
     if order == "app-first":
         sftrace.configure(bundle_dir=workdir / "traces")
     replayed: dict[str, Any] = {}
-    if setup == "openinference":
+    if setup in AGENTS:
         with (
-            openai_agent() as (agent, api),
+            AGENTS[setup]() as (agent, api),
             app_span() as outer,
             sftrace.record("child-agent") as session,
         ):
             session.set_output(agent())
-        api.offline()  # the replay must answer from the bundle, beside OpenInference
+        api.offline()  # the replay must answer from the bundle, beside their spans
         result = sftrace.replay_run(session.path or "", agent)
         replayed = {"status": result.status, "output": result.output, "refused": api.refused}
     else:

@@ -1,6 +1,7 @@
 """sftrace beside the tracing set-ups applications already have (issue 18, item 0).
 
-For each set-up (a plain SDK provider, Logfire, Phoenix ``register()``, OpenLLMetry's
+For each set-up (a plain SDK provider, Logfire, Logfire instrumenting Pydantic AI beside
+sftrace's Pydantic AI integration, Phoenix ``register()``, OpenLLMetry's
 ``Traceloop.init``, OpenInference's instrumentation beside sftrace's), in either order of
 set-up, a recorded run reaches the application's exporter exactly once with the parents
 the bundle has, and the bundle is written; with a sampler that drops everything, the
@@ -75,9 +76,19 @@ def run_setup(setup: str, order: str, sampling: str, tmp_path: Path) -> dict[str
     return result
 
 
+SETUPS = ["sdk", "logfire", "pydantic-ai", "phoenix", "traceloop", "openinference"]
+# What the run of each set-up calls: the child's booking agent, or an agent whose library
+# the set-up instruments too (its replay is checked as well).
+CALLS = {
+    "openinference": ["gpt-4o"],
+    "pydantic-ai": ["gpt-4o", "parcel_status", "gpt-4o"],
+}
+OUTPUTS = {"openinference": "Lisbon it is", "pydantic-ai": "It shipped."}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("order", ["app-first", "sftrace-first"])
-@pytest.mark.parametrize("setup", ["sdk", "logfire", "phoenix", "traceloop", "openinference"])
+@pytest.mark.parametrize("setup", SETUPS)
 def test_a_run_reaches_the_applications_exporter_once_with_its_parents(
     setup: str, order: str, tmp_path: Path
 ) -> None:
@@ -89,34 +100,71 @@ def test_a_run_reaches_the_applications_exporter_once_with_its_parents(
     assert result["app_span"] in ids  # the application's own span still goes out
     # Every span of the bundle reached the application's exporter, with the same parent.
     assert {span["id"]: span["parent"] for span in exported if span["id"] in bundle} == bundle
+    assert result["calls"] == CALLS.get(setup, BOOKING_CALLS)
     if setup == "openinference":
-        assert result["calls"] == ["gpt-4o"]
-        assert result["output"] == "Lisbon it is"
         # OpenInference's span of the same request is a child of sftrace's LLM span.
         (theirs,) = [s for s in exported if s["scope"] == "openinference.instrumentation.openai"]
         (chat,) = [s for s in result["bundle"] if s["name"] == "chat gpt-4o"]
         assert theirs["parent"] == chat["id"]
-        # The replay answers from the bundle, with OpenInference still instrumenting.
+    elif setup == "pydantic-ai":
+        check_pydantic_ai_spans(result)
+    else:
+        assert set(ids) == {*bundle, result["app_span"]}
+    if setup in OUTPUTS:
+        assert result["output"] == OUTPUTS[setup]
+        # The replay answers from the bundle, with their instrumentation still on.
         assert result["replayed"] == {
             "status": "completed",
-            "output": "Lisbon it is",
+            "output": OUTPUTS[setup],
             "refused": [],
         }
-    else:
-        assert result["calls"] == BOOKING_CALLS
-        assert set(ids) == {*bundle, result["app_span"]}
+
+
+def check_pydantic_ai_spans(result: dict[str, Any]) -> None:
+    """Pydantic AI's spans (through Logfire) and sftrace's reach the one exporter, nested:
+    sftrace's run span > Pydantic AI's agent run > its model request or tool run >
+    sftrace's LLM or tool span. (The exporter also got the replayed run: a trace of its
+    own, nested the same way.)"""
+    exported = result["exported"]
+    by_id = {span["id"]: span for span in exported}
+    ours = [s for s in exported if s["scope"] == "sftrace" and s["parent"] is not None]
+    theirs = [s for s in exported if s["scope"] == "pydantic-ai"]
+    assert sorted(s["name"] for s in ours) == sorted(
+        s["name"] for s in theirs if s["parent"] and by_id[s["parent"]]["scope"] == "pydantic-ai"
+    )
+    agent_runs = [s for s in theirs if s["name"] == "invoke_agent support"]
+    assert len(agent_runs) == 2  # the recorded run and the replayed one
+    for agent_run in agent_runs:
+        assert by_id[agent_run["parent"]]["name"] == "invoke_agent child-agent"
+    for span in ours:
+        parent = by_id[span["parent"]]
+        # the same operation, one level up: Pydantic AI's "chat gpt-4o" holds sftrace's
+        assert (parent["scope"], parent["name"]) == ("pydantic-ai", span["name"])
+        assert by_id[parent["parent"]]["name"] == "invoke_agent support"
+    # The bundle holds the recorded run's spans of both, as exported.
+    names = sorted(span["name"] for span in result["bundle"])
+    assert names == sorted(
+        ["invoke_agent child-agent", "invoke_agent support"]
+        + 2 * ["chat gpt-4o", "chat gpt-4o", "execute_tool parcel_status"]
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("order", ["app-first", "sftrace-first"])
-@pytest.mark.parametrize("setup", ["sdk", "logfire", "phoenix", "traceloop", "openinference"])
+@pytest.mark.parametrize("setup", SETUPS)
 def test_a_bundle_never_depends_on_the_applications_sampler(
     setup: str, order: str, tmp_path: Path
 ) -> None:
     result = run_setup(setup, order, "off", tmp_path)
     assert result["app_span_sampled"] is False
-    assert result["calls"] == (["gpt-4o"] if setup == "openinference" else BOOKING_CALLS)
+    assert result["calls"] == CALLS.get(setup, BOOKING_CALLS)
     assert result["exported"] == []  # what the application's sampler dropped stays dropped
+    if setup == "pydantic-ai":
+        # Pydantic AI's spans were dropped: sftrace's are parented on its run span, not
+        # on spans the bundle lacks (loading it checks every parent comes first).
+        (root,) = [span["id"] for span in result["bundle"] if span["parent"] is None]
+        assert [span["parent"] for span in result["bundle"]] == [None] + 3 * [root]
+        assert result["replayed"]["status"] == "completed"
 
 
 # --- in process: the same rules on providers given explicitly -------------------------
@@ -135,6 +183,24 @@ def test_spans_the_providers_sampler_drops_are_still_recorded(tmp_path: Path) ->
     assert bundle.manifest.agent_name == "sampled-out"
     # ... and stayed unsampled: the application's exporter got none of them.
     assert memory.get_finished_spans() == ()
+
+
+def test_a_call_inside_a_dropped_span_of_another_instrumentation_keeps_a_parent(
+    tmp_path: Path,
+) -> None:
+    """Another instrumentation's span (Pydantic AI's agent run) that the sampler dropped is
+    in no bundle: the calls inside it are parented on sftrace's innermost span instead."""
+    provider = TracerProvider(sampler=TraceIdRatioBased(0))
+    sftrace.configure(tracer_provider=provider, bundle_dir=tmp_path)
+    other = provider.get_tracer("another-instrumentation")
+    with sftrace.record("dropped-parent") as session:
+        with other.start_as_current_span("agent run") as dropped:
+            agents.booking_agent()
+        assert not dropped.is_recording()
+    bundle = sftrace.load_bundle(session.path or "", verify_integrity=True)
+    assert [call.name for call in bundle.calls] == BOOKING_CALLS
+    (root,) = [span["spanId"] for span in bundle.spans if not span.get("parentSpanId")]
+    assert [span.get("parentSpanId") for span in bundle.spans[1:]] == 3 * [root]
 
 
 def test_spans_the_sampler_drops_are_not_exported_over_otlp(

@@ -14,7 +14,9 @@ the span reaches every processor (so sftrace's bundle processor writes it), but 
 unsampled, so the application's exporters (``BatchSpanProcessor`` and
 ``SimpleSpanProcessor`` skip unsampled spans) and sftrace's OTLP export leave it out,
 as the application asked. Spans of other instrumentations inside such a run follow the
-application's sampler (a ``ParentBased`` sampler drops them) and are not in the bundle.
+application's sampler (a ``ParentBased`` sampler drops them) and are not in the bundle;
+sftrace's spans inside one of those are parented on sftrace's own innermost span
+(``ActiveRun.parent_context``).
 """
 
 from __future__ import annotations

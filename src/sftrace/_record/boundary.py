@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -28,7 +27,7 @@ from sftrace._model.serialize import Serializer, canonical, dumps, loads
 from sftrace._model.stored import value_digest
 from sftrace._record.failure import failure_details
 from sftrace._record.intercept import Action, Decision, Reached
-from sftrace._record.run import ActiveRun, exception_type_name, record_failure
+from sftrace._record.run import ActiveRun, exception_type_name, own_span_context, record_failure
 from sftrace._record.unrecorded import unrecorded_error, unrecorded_reason
 
 T = TypeVar("T")
@@ -136,9 +135,7 @@ class BoundaryCall:
             if decision is None:  # the processor did not see the span (not sampled...)
                 decision = replay.decide(Reached(spec.kind, spec.name, spec.provider, input_json))
             self.decision = decision
-        self.token: Token[Context] | None = otel_context.attach(
-            trace.set_span_in_context(self.span)
-        )
+        self.token: Token[Context] | None = otel_context.attach(own_span_context(self.span))
 
     # -- acting on the decision ------------------------------------------------------
     @property

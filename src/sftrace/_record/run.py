@@ -56,7 +56,7 @@ class ActiveRun:
         self.trace_id = span.get_span_context().trace_id
         # Where the run's calls find it: the run span, and the run itself.
         self.context = otel_context.set_value(
-            threads.RUN_KEY, self, trace.set_span_in_context(span, Context())
+            threads.RUN_KEY, self, own_span_context(span, Context())
         )
         self.replay = replay
         self.closed = False
@@ -82,13 +82,21 @@ class ActiveRun:
             return sorted(self.redactions, key=lambda r: (r["seq"], r["field"], r["path"]))
 
     def parent_context(self) -> Context | None:
-        """None when the current span belongs to this run; else the run span's context.
+        """None when the current span is a recorded span of this run; else the context of
+        the innermost span of the run sftrace started.
 
-        The second case is a call without context, adopted by the one recording.
+        The second case is a call without context, adopted by the one recording, or one
+        inside another instrumentation's span that the application's sampler dropped
+        (Pydantic AI's through Logfire, say): such a span is in no bundle, so a span
+        parented on it would point at a parent the bundle lacks.
         """
-        if trace.get_current_span().get_span_context().trace_id == self.trace_id:
+        current = trace.get_current_span()
+        if current.get_span_context().trace_id != self.trace_id:
+            return self.context
+        if current.is_recording():
             return None
-        return self.context
+        own = otel_context.get_value(_OWN_SPAN_KEY)
+        return trace.set_span_in_context(own) if isinstance(own, Span) else self.context
 
     def note_failure(self, exc: BaseException, seq: int) -> None:
         """Remember the innermost call an exception was raised through (the failing step)."""
@@ -101,6 +109,16 @@ class ActiveRun:
         if entry is not None and entry[0] is exc:
             return entry[1]
         return None
+
+
+# The innermost span sftrace started in the current context (a run's or a call's).
+_OWN_SPAN_KEY = otel_context.create_key("sftrace.own_span")
+
+
+def own_span_context(span: Span, context: Context | None = None) -> Context:
+    """``context`` (default: the current one) with ``span``, one of sftrace's own, as the
+    current span: the span :meth:`ActiveRun.parent_context` falls back to."""
+    return otel_context.set_value(_OWN_SPAN_KEY, span, trace.set_span_in_context(span, context))
 
 
 _active: list[ActiveRun] = []

@@ -32,8 +32,9 @@
 
 Not covered: other model classes (Anthropic, Gemini...: instrument their SDK clients with
 the matching integration), tools registered after :func:`instrument`, MCP toolsets (see
-:mod:`sftrace.integrations.mcp`), and Pydantic AI's own OpenTelemetry spans (Logfire
-instrumentation), which are not replayed.
+:mod:`sftrace.integrations.mcp`). Pydantic AI's own OpenTelemetry spans (Logfire's
+``instrument_pydantic_ai()``) are recorded with sftrace's, which nest inside them, but
+not replayed (docs/integrations.md, "Beside Logfire").
 """
 
 from __future__ import annotations
