@@ -15,7 +15,7 @@ from openai import AsyncOpenAI
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from roundtrip import record_then_replay
 
@@ -41,11 +41,14 @@ class Status(BaseModel):
     state: str
 
 
-def make_agent(api: fake.FakeAPI, ran: list[int]) -> Agent[None, str]:
+MODELS = {"chat": OpenAIChatModel, "responses": OpenAIResponsesModel}
+
+
+def make_agent(api: fake.FakeAPI, ran: list[int], model_api: str = "chat") -> Agent[None, str]:
     client = AsyncOpenAI(
         http_client=api.async_client(), api_key="sk-test", base_url="http://llm.test/v1"
     )
-    model = OpenAIChatModel("gpt-4o", provider=OpenAIProvider(openai_client=client))
+    model = MODELS[model_api]("gpt-4o", provider=OpenAIProvider(openai_client=client))
     agent = Agent(model)
 
     @agent.tool_plain
@@ -64,7 +67,56 @@ def tool_call_chunks(call: dict[str, Any]) -> list[dict[str, Any]]:
     return chunks
 
 
-def script(api: fake.FakeAPI, *, stream: bool) -> None:
+FUNCTION_CALL = {
+    "id": "fc_1",
+    "type": "function_call",
+    "call_id": "call_1",
+    "name": "parcel_status",
+    "arguments": '{"parcel_id": 42}',
+    "status": "completed",
+}
+
+
+def function_call_response() -> dict[str, Any]:
+    """A Responses API response whose output is one call of ``parcel_status``."""
+    return {**fake.response_object(""), "output": [FUNCTION_CALL]}
+
+
+def function_call_events() -> list[dict[str, Any]]:
+    """The same response streamed: the call's item added, its arguments, done."""
+    added = {**FUNCTION_CALL, "arguments": "", "status": "in_progress"}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": fake.response_object("", status="in_progress")},
+        {"type": "response.output_item.added", "output_index": 0, "item": added},
+        {
+            "type": "response.function_call_arguments.delta",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "delta": FUNCTION_CALL["arguments"],
+        },
+        {
+            "type": "response.function_call_arguments.done",
+            "item_id": "fc_1",
+            "output_index": 0,
+            "arguments": FUNCTION_CALL["arguments"],
+        },
+        {"type": "response.output_item.done", "output_index": 0, "item": FUNCTION_CALL},
+        {"type": "response.completed", "response": function_call_response()},
+    ]
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+    return events
+
+
+def script(api: fake.FakeAPI, *, stream: bool, model_api: str = "chat") -> None:
+    if model_api == "responses":
+        if stream:
+            api.reply_stream(function_call_events(), named=True, done=False)
+            api.reply_stream(fake.response_events(["It ", "shipped."]), named=True, done=False)
+        else:
+            api.reply_json(function_call_response())
+            api.reply_json(fake.response_object("It shipped."))
+        return
     call = fake.tool_call("call_1", "parcel_status", {"parcel_id": 42})
     if stream:
         api.reply_stream(tool_call_chunks(call), named=False, done=True)
@@ -74,14 +126,15 @@ def script(api: fake.FakeAPI, *, stream: bool) -> None:
         api.reply_json(fake.chat_completion("It shipped."))
 
 
-@pytest.mark.parametrize("how", ["run_sync", "run", "run_stream"])
+@pytest.mark.parametrize("model_api", ["chat", "responses"])
+@pytest.mark.parametrize("how", ["run_sync", "run", "run_stream", "run_stream_sync"])
 def test_replay_returns_pydantic_ai_messages_without_requests_or_tool_runs(
-    tmp_path: Path, how: str
+    tmp_path: Path, how: str, model_api: str
 ) -> None:
     api = fake.FakeAPI("openai", request_id_header="x-request-id")
     ran: list[int] = []
-    agent = make_agent(api, ran)
-    script(api, stream=how == "run_stream")
+    agent = make_agent(api, ran, model_api)
+    script(api, stream=how.startswith("run_stream"), model_api=model_api)
 
     async def streamed() -> tuple[str, list[Any]]:
         async with agent.run_stream(PROMPT) as result:
@@ -93,6 +146,10 @@ def test_replay_returns_pydantic_ai_messages_without_requests_or_tool_runs(
             result = agent.run_sync(PROMPT)
         elif how == "run":
             result = asyncio.run(agent.run(PROMPT))
+        elif how == "run_stream_sync":
+            streaming = agent.run_stream_sync(PROMPT)
+            text = "".join(streaming.stream_text(delta=True))
+            return text, streaming.all_messages()
         else:
             return asyncio.run(streamed())
         return result.output, result.all_messages()
