@@ -50,6 +50,8 @@ _FIRST_BACKOFF_S = 0.05
 _MAX_BACKOFF_S = 2.0
 # What _send returns when the collector does not take OTLP/JSON.
 _UNSUPPORTED = object()
+# What ``answer`` finds when ``post`` sent nothing.
+_NOT_POSTED = object()
 # Where a line's attributes start (the span's own: they come before events and links).
 _ATTRIBUTES = b'"attributes":['
 # SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote parent.
@@ -231,29 +233,59 @@ class JsonHttpSpanExporter(SpanExporter):
         self._lock = threading.Lock()
         self._fallback = fallback
         self.delegate: SpanExporter | None = None  # the fallback, once in use
+        self._posted: object = _NOT_POSTED  # what _request said of the request post sent
+        self._deadline = 0.0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         return self.export_items([(span, None) for span in spans])
 
     def export_items(self, items: Sequence[tuple[ReadableSpan, bytes | None]]) -> SpanExportResult:
         """Export spans given with their bundle lines where known (see encode_spans_json)."""
+        body = self.encode_items(items)
+        if isinstance(body, SpanExportResult):
+            return body
+        self.post(body)
+        return self.answer(body, items)
+
+    # A caller that has more to send (the export worker) splits export_items in three:
+    # it encodes its next batch between ``post`` and ``answer``, while the collector
+    # reads this one. One caller at a time (the connection holds one request).
+    def encode_items(
+        self, items: Sequence[tuple[ReadableSpan, bytes | None]]
+    ) -> bytes | SpanExportResult:
+        """The request body for ``items``, or their result when there is nothing to send
+        (closed, no spans, the encoding failed, or the fallback exporter sent them)."""
         if self._closed.is_set():
             return SpanExportResult.FAILURE
         if not items:
             return SpanExportResult.SUCCESS
-        spans = [span for span, _ in items]
         if self.delegate is not None:
-            return self.delegate.export(spans)
+            return self.delegate.export([span for span, _ in items])
         try:
-            body = encode_spans_json(spans, self.preparer, [line for _, line in items])
+            body = encode_spans_json(
+                [span for span, _ in items], self.preparer, [line for _, line in items]
+            )
             if self.settings.compression == "gzip":
                 body = gzip.compress(body, compresslevel=1)
         except Exception as exc:
             with self._logging():
                 logger.warning("Failed to encode spans as OTLP/JSON: %r", exc)
             return SpanExportResult.FAILURE
+        return body
+
+    def post(self, body: bytes) -> None:
+        """Send the request carrying ``body``; ``answer`` reads the collector's answer."""
+        with self._lock:
+            self._deadline = time.monotonic() + self.settings.timeout_s
+            self._posted = self._request(body, self._deadline)
+
+    def answer(
+        self, body: bytes, items: Sequence[tuple[ReadableSpan, bytes | None]]
+    ) -> SpanExportResult:
+        """The result of the request ``post`` sent (retried as ``_send`` says)."""
         with self._lock, self._logging():
-            result = self._send(body, len(spans))
+            posted, self._posted = self._posted, _NOT_POSTED
+            result = self._send(body, len(items), posted)
         if isinstance(result, SpanExportResult):
             return result
         if self._fallback is None:  # pragma: no cover - _send returns it only with one
@@ -265,7 +297,7 @@ class JsonHttpSpanExporter(SpanExporter):
                 self.settings.endpoint,
             )
         self.delegate = self._fallback()
-        return self.delegate.export(spans)
+        return self.delegate.export([span for span, _ in items])
 
     def shutdown(self) -> None:
         """Stop: retries end at once, later exports fail without the network. Idempotent."""
@@ -281,12 +313,18 @@ class JsonHttpSpanExporter(SpanExporter):
     def _logging(self) -> Any:
         return Quiet() if self._quiet else _NoQuiet()
 
-    def _send(self, body: bytes, count: int) -> SpanExportResult | object:
-        """SUCCESS, FAILURE, or ``_UNSUPPORTED`` (the collector refused JSON with 415)."""
-        deadline = time.monotonic() + self.settings.timeout_s
+    def _send(self, body: bytes, count: int, posted: object) -> SpanExportResult | object:
+        """SUCCESS, FAILURE, or ``_UNSUPPORTED`` (the collector refused JSON with 415).
+        ``posted``: what ``_request`` said of the request ``post`` sent (its answer is
+        the first attempt's), or ``_NOT_POSTED``."""
+        deadline = self._deadline
+        if posted is _NOT_POSTED:
+            deadline = time.monotonic() + self.settings.timeout_s
+            reason = self._post(body, deadline)
+        else:
+            reason = self._response() if posted is None else posted  # type: ignore[assignment]
         backoff = _FIRST_BACKOFF_S
         while True:
-            reason = self._post(body, deadline)
             if reason is None:
                 return SpanExportResult.SUCCESS
             retry, message = reason
@@ -299,12 +337,28 @@ class JsonHttpSpanExporter(SpanExporter):
                 )
                 return SpanExportResult.FAILURE
             backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            reason = self._post(body, deadline)
 
     def _post(self, body: bytes, deadline: float) -> tuple[bool, str] | None:
         """One POST; None on success, else (worth retrying, why)."""
+        return self._request(body, deadline) or self._response()
+
+    def _request(self, body: bytes, deadline: float) -> tuple[bool, str] | None:
+        """Send one request; None when sent, else (worth retrying, why)."""
         try:
             connection = self._connect(max(0.01, deadline - time.monotonic()))
             connection.request("POST", self._path, body, self._headers)
+        except (OSError, http.client.HTTPException) as exc:
+            self._disconnect()
+            return True, f"{type(exc).__name__}: {exc}"
+        return None
+
+    def _response(self) -> tuple[bool, str] | None:
+        """The answer to the request sent: None on success, else (worth retrying, why)."""
+        connection = self._connection
+        try:
+            if connection is None:  # closed by shutdown meanwhile
+                raise ConnectionError("the connection was closed")
             response = connection.getresponse()
             reply = response.read()
         except (OSError, http.client.HTTPException) as exc:

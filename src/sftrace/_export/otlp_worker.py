@@ -20,10 +20,10 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import orjson
 from opentelemetry.sdk.resources import Resource
@@ -85,6 +85,26 @@ class WorkerLimits:
         )
 
 
+@runtime_checkable
+class Pipelined(Protocol):
+    """An exporter whose export comes in three steps, so that the worker encodes its next
+    batch while the collector reads the one sent (``JsonHttpSpanExporter``)."""
+
+    def encode_items(self, items: Sequence[Item]) -> bytes | SpanExportResult: ...
+
+    def post(self, body: bytes) -> None: ...
+
+    def answer(self, body: bytes, items: Sequence[Item]) -> SpanExportResult: ...
+
+
+@dataclass(frozen=True)
+class _Posted:
+    """A batch whose request was sent and whose answer is not read yet."""
+
+    batch: list[Item]
+    body: bytes
+
+
 @dataclass
 class _Spilled:
     """The spilled spans of one trace: ids in the order they ended, and their origin."""
@@ -111,7 +131,7 @@ class ExportWorker:
         self.spilled = 0  # spans that went through the spill
         self._queue: deque[Item] = deque()
         self._spill: dict[int, _Spilled] = {}
-        self._inflight: list[Item] = []
+        self._inflight: list[list[Item]] = []  # batches being sent
         self._reading: tuple[int, _Spilled] | None = None  # spilled spans being read back
         self._journal_read: dict[Path, int] = {}  # journal -> offset read back up to
         self._lock = threading.Lock()
@@ -203,18 +223,51 @@ class ExportWorker:
         has room. Only full batches while the agent is busy: a thread that took a few
         spans at a time would fight the agent for the GIL at every span."""
         queue, size = self._queue, self.limits.batch_size
-        while True:
-            if time.monotonic() < self._retry_at:
-                return  # backing off after a failure
-            if len(queue) >= size or (queue and drain):
-                with self._lock:
-                    batch = [queue.popleft() for _ in range(min(size, len(queue)))]
-                    self._inflight = batch
-                self._send(batch)
-            elif not (self._spill and len(queue) < size and self._send_spilled()):
-                return
-            with self._idle:
-                self._idle.notify_all()
+        posted: _Posted | None = None
+        try:
+            while True:
+                if time.monotonic() < self._retry_at:
+                    return  # backing off after a failure
+                if len(queue) >= size or (queue and drain):
+                    with self._lock:
+                        batch = [queue.popleft() for _ in range(min(size, len(queue)))]
+                        self._inflight.append(batch)
+                    posted = self._send_next(batch, posted)
+                elif posted is not None:
+                    answered: _Posted = posted
+                    posted = None
+                    self._answered(answered)
+                elif not (self._spill and len(queue) < size and self._send_spilled()):
+                    return
+                with self._idle:
+                    self._idle.notify_all()
+        finally:
+            if posted is not None:
+                self._answered(posted)
+
+    def _send_next(self, batch: list[Item], posted: _Posted | None) -> _Posted | None:
+        """Send ``batch``; with an exporter that can (``JsonHttpSpanExporter``), encode it
+        while the collector reads the ``posted`` one, and return it posted, unanswered."""
+        exporter = self.exporter
+        if not isinstance(exporter, Pipelined):
+            self._send(batch)
+            return None
+        body = exporter.encode_items(batch)
+        if posted is not None and not self._answered(posted):
+            with self._lock:  # the collector failed: this one waits for the retry
+                self._inflight = [b for b in self._inflight if b is not batch]
+                self._queue.extendleft(reversed(batch))
+            return None
+        if isinstance(body, SpanExportResult):
+            self._settle(batch, body)
+            return None
+        exporter.post(body)
+        return _Posted(batch, body)
+
+    def _answered(self, posted: _Posted) -> bool:
+        exporter = self.exporter
+        assert isinstance(exporter, Pipelined)
+        return self._settle(posted.batch, exporter.answer(posted.body, posted.batch))
 
     def _send(self, batch: list[Item]) -> bool:
         export_items = getattr(self.exporter, "export_items", None)
@@ -222,11 +275,16 @@ class ExportWorker:
             result = export_items(batch)
         else:
             result = self.exporter.export([span for span, _ in batch])
+        return self._settle(batch, result)
+
+    def _settle(self, batch: list[Item], result: SpanExportResult) -> bool:
+        """Done with ``batch`` (in flight): True if it was sent; if not, its spans are
+        spilled (or counted lost) and the worker backs off."""
         if result is not SpanExportResult.SUCCESS:
             for span, _ in batch:  # keep them: spill (or count them lost) and back off
                 self._overflow(span)
         with self._lock:
-            self._inflight = []
+            self._inflight = [b for b in self._inflight if b is not batch]
         if result is SpanExportResult.SUCCESS:
             self._backoff = _FIRST_BACKOFF_S
             self._retry_at = 0.0
@@ -267,7 +325,7 @@ class ExportWorker:
         for start in range(0, len(spans), size):
             batch = spans[start : start + size]
             with self._lock:
-                self._inflight = batch
+                self._inflight.append(batch)
             if not self._send(batch):
                 for span, _ in spans[start + size :]:
                     self._overflow(span)
@@ -354,7 +412,7 @@ class ExportWorker:
 
     def _note_unsent(self) -> None:
         with self._lock:
-            left = list(self._inflight) + list(self._queue)
+            left = [item for batch in self._inflight for item in batch] + list(self._queue)
             self._queue.clear()
             spill = dict(self._spill)
             self._spill.clear()
