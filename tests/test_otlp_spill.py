@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import sample_agents as agents
@@ -20,7 +20,7 @@ from sftrace import load_bundle, record, trace_tool
 from sftrace._export.enrich import SpanPreparer
 from sftrace._export.otlp import make_exporter
 from sftrace._export.otlp_http import JsonHttpSpanExporter, encode_spans_json
-from sftrace._export.otlp_settings import OtlpSettings
+from sftrace._export.otlp_settings import OtlpSettings, official_exporter
 from sftrace._export.push import push_bundles
 from sftrace._export.unsent import read_unsent, unsent_path
 from sftrace._record.config import get_state
@@ -142,6 +142,40 @@ def test_a_collector_without_otlp_json_gets_protobuf_with_auto(
     else:
         assert results == [SpanExportResult.FAILURE] * 2
         assert "HTTP 415" in caplog.text
+
+
+def test_a_batch_encoded_before_the_first_415_goes_through_the_same_fallback(
+    sink: OtlpSink, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker encodes a batch before the answer to the one sent (post, encode,
+    answer): when that answer is a 415, the next batch, already OTLP/JSON, is sent
+    through the fallback made for the first, which is made (and logged) once."""
+    sink.accept_json = False
+    with record("no-json"):
+        agents.booking_agent()
+    settings = OtlpSettings(endpoint=url(sink), protocol="http/protobuf", encoder="auto")
+    made: list[SpanExporter] = []
+
+    def fallback() -> SpanExporter:
+        made.append(official_exporter(settings))
+        return made[-1]
+
+    exporter = JsonHttpSpanExporter(settings, SpanPreparer(), log_once=False, fallback=fallback)
+    finished = spans.get_finished_spans()
+    first, second = [(span, None) for span in finished[:2]], [(span, None) for span in finished[2:]]
+    first_body = exporter.encode_items(first)
+    assert isinstance(first_body, bytes)
+    exporter.post(first_body)
+    second_body = exporter.encode_items(second)
+    assert isinstance(second_body, bytes)
+    results = [exporter.answer(first_body, first)]
+    exporter.post(second_body)
+    results.append(exporter.answer(second_body, second))
+    exporter.shutdown()
+    assert results == [SpanExportResult.SUCCESS] * 2
+    assert len(sink.spans()) == len(finished)
+    assert len(made) == 1
+    assert caplog.text.count("does not accept OTLP/JSON") == 1
 
 
 def test_the_request_is_the_bundle_mapping_of_the_otlp_copy(

@@ -290,13 +290,15 @@ class JsonHttpSpanExporter(SpanExporter):
             return result
         if self._fallback is None:  # pragma: no cover - _send returns it only with one
             return SpanExportResult.FAILURE
-        with self._logging():
-            logger.warning(
-                "%s does not accept OTLP/JSON (HTTP 415): sending OTLP/protobuf through the "
-                "official exporter from now on (otlp_encoder='official' skips this probe)",
-                self.settings.endpoint,
-            )
-        self.delegate = self._fallback()
+        if self.delegate is None:  # (a batch encoded before the first 415 finds it set)
+            with self._logging():
+                logger.warning(
+                    "%s does not accept OTLP/JSON (HTTP 415): sending OTLP/protobuf through "
+                    "the official exporter from now on (otlp_encoder='official' skips this "
+                    "probe)",
+                    self.settings.endpoint,
+                )
+            self.delegate = self._fallback()
         return self.delegate.export([span for span, _ in items])
 
     def shutdown(self) -> None:
