@@ -1,7 +1,9 @@
 """The OTLP export worker: a bounded queue, a sending thread, and a spill to the journal.
 
 The agent's thread only appends each finished span to a bounded queue (``put``); one
-background thread takes batches off it, and the exporter encodes and sends them. When
+background thread takes batches off it, and the exporter encodes and sends them (with
+sftrace's own exporter, the next batch is encoded while the collector reads the one
+sent). When
 the queue is full, or a batch fails (the collector is down), the spans are not dropped:
 a span of a recorded run is already on disk in its bundle journal, so the worker only
 notes its id (``spill``) and, as soon as the queue has room again, reads those spans
