@@ -81,6 +81,23 @@ def test_swapped_calls_are_an_order_change(tmp_path: Path) -> None:
     assert "moved" in finding.message
 
 
+def test_an_unordered_replay_in_another_order_is_no_order_change(tmp_path: Path) -> None:
+    """match="unordered" accepts any order (concurrent calls): compare and the diff of the
+    saved replay report no CALL_ORDER_CHANGED; a strict diff of two recordings still does."""
+    bundle = record_steps(tmp_path / "a.sftrace", BASE, output={"a": 1})
+    swapped = [BASE[1], BASE[0], BASE[2]]
+    saved = tmp_path / "replayed.sftrace"
+    result = sftrace.replay_run(
+        bundle, lambda: play(swapped, {"a": 1}), match="unordered", save=saved
+    )
+    assert result.status == "completed"
+    assert [m.recorded.seq for m in result.matched] == [2, 1, 3]
+    assert sftrace.compare(bundle, result).findings == ()
+    assert sftrace.diff(bundle, saved).findings == ()
+    strict = record_steps(tmp_path / "b.sftrace", swapped, output={"a": 1})
+    assert _codes(sftrace.diff(bundle, strict)) == ["CALL_ORDER_CHANGED"]
+
+
 def test_a_changed_argument_is_an_input_change_with_the_path(tmp_path: Path) -> None:
     """Same tool, other argument: CALL_INPUT_CHANGED with the path and both values."""
     changed = [*BASE[:2], tool("issue_refund", {"ok": True}, order_id="A-1", amount=45)]

@@ -92,3 +92,41 @@ def test_a_real_change_inside_still_shows(project: tuple[Path, Any]) -> None:
     assert result.status == "diverged"
     report = sftrace.compare(bundle, result)
     assert [f.code for f in report.findings if f.severity == "error"] == ["REPLAY_DIVERGED"]
+
+
+def test_diff_of_a_saved_replay_of_the_unchanged_agent_passes(project: tuple[Path, Any]) -> None:
+    """A saved replay keeps no record of the covered calls: diff must not call them missing."""
+    bundle, module = project
+    saved = bundle.parent / "replayed.sftrace"
+    sftrace.replay_run(bundle, module.checkout, save=saved)
+    report = sftrace.diff(bundle, saved)
+    assert list(report.findings) == [], report.format()
+
+
+def test_diff_of_a_saved_replay_still_reports_a_changed_outer_call(
+    project: tuple[Path, Any],
+) -> None:
+    """Only the calls inside an outer call the saved replay answered unchanged are covered."""
+    bundle, module = project
+    saved = bundle.parent / "replayed.sftrace"
+    sftrace.replay_run(
+        bundle,
+        lambda request: module.checkout({"items": ["tea"]}),
+        save=saved,
+        on_miss="live",
+        allow_live_tools=["*"],
+    )
+    report = sftrace.diff(bundle, saved)
+    codes = sorted(f.code for f in report.findings if f.severity == "error")
+    assert "MISSING_CALL" in codes or "CALL_INPUT_CHANGED" in codes, report.format()
+
+
+def test_diff_of_an_unrelated_run_does_not_cover_inner_calls(project: tuple[Path, Any]) -> None:
+    """A recording that only looks like a replay (not derived from the baseline) covers nothing."""
+    bundle, _ = project
+    other = bundle.parent / "other.sftrace"
+    with sftrace.record("shop", output=other, run_input=REQUEST) as session:
+        session.record_tool_call("basket_total", {"items": REQUEST["items"]}, result=7.5)
+        session.set_output({"total": 7.5})
+    report = sftrace.diff(bundle, other)
+    assert [f.code for f in report.findings] == ["MISSING_CALL", "MISSING_CALL"]

@@ -332,3 +332,22 @@ class StateChange:
     before: Any
     after: Any
     time_ns: int
+
+
+def inner_calls(calls: list[Call], span_parents: dict[str, str | None]) -> dict[int, list[int]]:
+    """For each call index, the indexes of the calls directly inside it.
+
+    A call is inside another when walking up its parent spans (through spans that are not
+    calls, such as the application's own spans) reaches the other call's span.
+    """
+    index_of = {call.span_id: index for index, call in enumerate(calls)}
+    inner: dict[int, list[int]] = {}
+    for index, call in enumerate(calls):
+        parent = call.parent_span_id
+        hops = 0
+        while parent is not None and parent not in index_of and hops < 10_000:
+            parent = span_parents.get(parent)
+            hops += 1
+        if parent is not None and parent in index_of:
+            inner.setdefault(index_of[parent], []).append(index)
+    return inner

@@ -30,7 +30,7 @@ from sftrace._regress.findings import (
     Severity,
     Verdict,
 )
-from sftrace._regress.runs import ComparedRun, as_run
+from sftrace._regress.runs import ComparedRun, as_run, covered_by_saved_replay
 
 if TYPE_CHECKING:
     from sftrace._regress.expectations import Expectations
@@ -153,6 +153,7 @@ def _report(
         raise ConfigError(f"policy must be a ComparisonPolicy or None, got {policy!r}")
     policy = policy or DEFAULT_POLICY
     base, cand = as_run(baseline, labels[0]), as_run(candidate, labels[1])
+    cand.covered = covered_by_saved_replay(base, cand)
     builder = FindingBuilder(policy, labels)
     if expect is None:
         _status(builder, base.status, base.failure_type, base.failure, cand, labels[0])

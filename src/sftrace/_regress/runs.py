@@ -23,8 +23,9 @@ from sftrace._errors import (
     TraceSerializationError,
     UnrecordedResultError,
 )
-from sftrace._model.calls import Call
+from sftrace._model.calls import Call, inner_calls
 from sftrace._model.jsonpath import JsonPath, strip
+from sftrace._model.policy import MatchMode
 from sftrace._model.serialize import to_json
 from sftrace._model.text import first_line
 from sftrace._regress.findings import RunSummary
@@ -32,7 +33,14 @@ from sftrace._regress.findings import RunSummary
 if TYPE_CHECKING:
     from sftrace._replay.run import ReplayResult
 
-__all__ = ["ComparedRun", "as_run", "compared_input", "compared_output", "replayed_output"]
+__all__ = [
+    "ComparedRun",
+    "as_run",
+    "compared_input",
+    "compared_output",
+    "covered_by_saved_replay",
+    "replayed_output",
+]
 
 
 @dataclass
@@ -64,6 +72,14 @@ class ComparedRun:
     tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = field(default_factory=dict)
     # For a replay with on_miss="live": the seqs of the calls that ran live.
     live: frozenset[int] = frozenset()
+    # A replay that matched calls in any order (match="unordered"): where its calls sit
+    # in the sequence is not a finding. A saved replay's manifest says so too.
+    order_free: bool = False
+    # For a bundle: its run id, the run it was derived from (a saved replay, fork...),
+    # and for each call index the indexes of the calls directly inside it.
+    run_id: str | None = None
+    derived_from: str | None = None
+    nesting: dict[int, list[int]] = field(default_factory=dict)
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -99,6 +115,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
         value = load_bundle(value)
     if isinstance(value, Bundle):
         failure = value.failure
+        derived = value.manifest.derived_from
         failure_type = failure.type if failure is not None and value.status == "failed" else None
         return ComparedRun(
             label=label,
@@ -112,6 +129,10 @@ def as_run(value: Any, label: str) -> ComparedRun:
             has_output=value.has_output,
             output=value.output,
             agent_version=value.manifest.agent_version,
+            order_free=(derived or {}).get("match") == "unordered",
+            run_id=value.manifest.run_id,
+            derived_from=(derived or {}).get("run_id"),
+            nesting=inner_calls(value.calls, value.span_parents),
         )
     if isinstance(value, ReplayResult):
         has_output, output = replayed_output(value)
@@ -152,11 +173,42 @@ def as_run(value: Any, label: str) -> ComparedRun:
             refused_after_divergence=refused,
             covered=frozenset(call.seq for call in value.covered),
             live=frozenset(m.number for m in value.matched if m.action == "live"),
+            order_free=value.options.match is MatchMode.UNORDERED,
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "
         f"a .sftrace bundle, or a ReplayResult"
     )
+
+
+def covered_by_saved_replay(base: ComparedRun, cand: ComparedRun) -> frozenset[int]:
+    """The seqs of ``base``'s calls that ``cand``, a saved replay of ``base``, did not
+    reach because it answered the call they sit in from the recording (a tool calling a
+    tool): what ``ReplayResult.covered`` said before the replay was saved.
+
+    A saved bundle does not keep what the replay did with each call; a call answered from
+    the recording is one of ``base``'s calls with inner calls whose counterpart (the same
+    kind, name, provider and input) has none in ``cand``. Empty unless ``cand`` derives
+    from ``base``.
+    """
+    if cand.covered or base.run_id is None or cand.derived_from != base.run_id:
+        return cand.covered
+    answered = {
+        (call.kind, call.name, call.provider, call.input_json)
+        for index, call in enumerate(cand.calls)
+        if index not in cand.nesting
+    }
+    covered: set[int] = set()
+    for index, inner in base.nesting.items():
+        call = base.calls[index]
+        if (call.kind, call.name, call.provider, call.input_json) not in answered:
+            continue
+        pending = list(inner)
+        while pending:
+            nested = pending.pop()
+            covered.add(base.calls[nested].seq)
+            pending.extend(base.nesting.get(nested, ()))
+    return frozenset(covered)
 
 
 # --- what is compared of a call ------------------------------------------------------

@@ -20,7 +20,7 @@ from sftrace._errors import (
     ReplayPolicyError,
 )
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call
+from sftrace._model.calls import Call, inner_calls
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.jsonpath import strip
 from sftrace._model.normalize import content_key
@@ -88,7 +88,7 @@ class ReplayController:
         # per tier: (kind, name, provider, key of the input) -> unused recorded indexes
         self._by_key: dict[MatchTier, dict[tuple[Identity, str], deque[int]]] = {}
         self.covered: list[Call] = []  # recorded calls inside a substituted call
-        self._inner = _inner_calls(calls, span_parents or {})
+        self._inner = inner_calls(calls, span_parents or {})
         if self.match is MatchMode.UNORDERED:
             for tier in self.tiers:
                 index_of: dict[tuple[Identity, str], deque[int]] = defaultdict(deque)
@@ -121,8 +121,12 @@ class ReplayController:
         manifest's ``derived_from`` without the ``run_id``): what the options say
         (``minimize``), else ``on_miss`` or ``replay``."""
         if self.options.derived_from is not None:
-            return dict(self.options.derived_from)
-        return {"how": "on_miss" if self.options.on_miss == "live" else "replay"}
+            how = dict(self.options.derived_from)
+        else:
+            how = {"how": "on_miss" if self.options.on_miss == "live" else "replay"}
+        if self.match is MatchMode.UNORDERED:
+            how["match"] = MatchMode.UNORDERED.value  # the order of its calls is not compared
+        return how
 
     def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:
         try:
@@ -422,22 +426,3 @@ def unrecorded_call(reached: Reached) -> Call:
         span_id="",
         parent_span_id=None,
     )
-
-
-def _inner_calls(calls: list[Call], span_parents: dict[str, str | None]) -> dict[int, list[int]]:
-    """For each call index, the indexes of the calls directly inside it.
-
-    A call is inside another when walking up its parent spans (through spans that are not
-    calls, such as the application's own spans) reaches the other call's span.
-    """
-    index_of = {call.span_id: index for index, call in enumerate(calls)}
-    inner: dict[int, list[int]] = {}
-    for index, call in enumerate(calls):
-        parent = call.parent_span_id
-        hops = 0
-        while parent is not None and parent not in index_of and hops < 10_000:
-            parent = span_parents.get(parent)
-            hops += 1
-        if parent is not None and parent in index_of:
-            inner.setdefault(index_of[parent], []).append(index)
-    return inner
