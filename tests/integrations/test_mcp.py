@@ -395,3 +395,34 @@ def test_mcp_agent_example_records_and_replays_without_a_server(tmp_path: Path) 
         "mcp:resources/read",
     ]
     assert bundle.calls[3].output["isError"] is True
+
+
+class ForecastUnreadable(Exception):
+    """The agent's own error, raised inside ``async with client``."""
+
+
+async def _failing_forecast_agent() -> Any:
+    async with instrument(Client(weather.server)) as client:
+        result = await client.call_tool("forecast", {"city": "Paris"})
+        raise ForecastUnreadable(f"cannot read {result.content[0].text!r}")
+
+
+def test_a_run_failing_inside_the_client_block_replays_as_the_same_failure(
+    tmp_path: Path,
+) -> None:
+    """The connected client's task groups wrap the agent's exception in exception groups; the
+    replay connects nothing, so it raises it bare: the run's failure is the agent's exception
+    both times, the failure is reproduced and compare finds nothing."""
+    import sftrace
+
+    bundle = tmp_path / "run.sftrace"
+    with pytest.raises(BaseExceptionGroup), record("mcp-agent", output=bundle):
+        asyncio.run(_failing_forecast_agent())
+    failure = load_bundle(bundle).failure
+    assert failure is not None
+    assert failure.type == f"{__name__}.ForecastUnreadable"
+    assert failure.message == "cannot read 'Paris: sunny for 1 days'"
+    result = sftrace.replay_run(bundle, _failing_forecast_agent)
+    assert isinstance(result.error, ForecastUnreadable)
+    assert result.reproduced_failure
+    assert sftrace.compare(bundle, result).findings == ()

@@ -202,6 +202,22 @@ def exception_type_name(exc: BaseException) -> tuple[str, bool]:
     return f"{cls.__module__}.{cls.__qualname__}", False
 
 
+def run_failure(exc: BaseException) -> BaseException:
+    """The exception a run failed with, seen through exception groups that hold exactly
+    one exception.
+
+    Task groups (asyncio's, anyio's, those an MCP client's transport opens) wrap the
+    agent's own exception, as many times as the transport nests them; a replay opens no
+    transport, so its run raises the agent's exception bare. Reading both through the
+    groups, a recorded run and its replay fail with the same exception.
+    """
+    depth = 0
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1 and depth < 100:
+        exc = exc.exceptions[0]
+        depth += 1
+    return exc
+
+
 def safe_str(exc: BaseException) -> str:
     """The exception's message (a replayed failure's: the recorded one)."""
     if isinstance(exc, RecordedDependencyError):
@@ -244,6 +260,7 @@ def mark_run_end(run: ActiveRun, exc: BaseException | None) -> None:
     """Put the run's status, failure, output and redactions on its span (before it ends)."""
     span = run.span
     if exc is not None:
+        exc = run_failure(exc)
         error_type, _ = exception_type_name(exc)
         message, records = record_failure(span, exc, run.redactor, run.known_secrets)
         run.note_redactions(0, records)

@@ -108,7 +108,7 @@ def replayed_output(result: ReplayResult) -> tuple[bool, Any]:
 
 def as_run(value: Any, label: str) -> ComparedRun:
     """Adapt a bundle, a bundle path or a ``ReplayResult`` to what comparison reads."""
-    from sftrace._record.run import exception_type_name
+    from sftrace._record.run import exception_type_name, run_failure
     from sftrace._replay.run import ReplayResult
 
     if isinstance(value, str | os.PathLike):
@@ -137,6 +137,8 @@ def as_run(value: Any, label: str) -> ComparedRun:
     if isinstance(value, ReplayResult):
         has_output, output = replayed_output(value)
         error = value.error
+        if error is not None:
+            error = run_failure(error)  # as a recording names the run's failure
         failure_type = exception_type_name(error)[0] if error is not None else None
         source = value.bundle.path
         calls = list(value.calls)

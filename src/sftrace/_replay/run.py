@@ -24,7 +24,7 @@ from sftrace._model.calls import Call, call_from_span
 from sftrace._model.display import repr_html
 from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode
-from sftrace._record.run import exception_type_name
+from sftrace._record.run import exception_type_name, run_failure
 from sftrace._replay.controller import MatchedCall, ReplayController
 from sftrace._replay.options import ManualHandler, ReplayOptions
 from sftrace._replay.session import ControllerFactory, ReplaySession, as_bundle, end_with
@@ -181,7 +181,9 @@ def _result(
         status = "completed"
     reproduced_failure = False
     if recorded.status == "failed" and error is not None and recorded.failure is not None:
-        reproduced_failure = exception_type_name(error)[0] == recorded.failure.type
+        # A bundle recorded before run_failure named an exception group itself.
+        names = {exception_type_name(run_failure(error))[0], exception_type_name(error)[0]}
+        reproduced_failure = recorded.failure.type in names
     return ReplayResult(
         status=status,
         return_value=value,
