@@ -128,3 +128,19 @@ def test_cli_replay_save_then_diff_passes_on_an_unchanged_agent(tmp_path: Path) 
     assert replayed.exit_code == 0, replayed.output
     compared = runner.invoke(cli, ["diff", str(bundle), str(saved)])
     assert compared.exit_code == 0, compared.output
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["replay_run", "areplay_run"])
+def test_an_async_entrypoint_that_raises_returned_nothing(tmp_path: Path, use_async: bool) -> None:
+    """return_value is None when the awaited entrypoint raised, never its coroutine."""
+    import asyncio
+
+    from sftrace import areplay_run
+
+    async def failing(task: str) -> dict[str, Any]:
+        return failing_agent(task)
+
+    bundle = readme_recording(tmp_path / "failed.sftrace", failing_agent)
+    result = asyncio.run(areplay_run(bundle, failing)) if use_async else replay_run(bundle, failing)
+    assert result.reproduced_failure
+    assert result.return_value is None

@@ -186,7 +186,8 @@ def _result(
         reproduced_failure = recorded.failure.type in names
     return ReplayResult(
         status=status,
-        return_value=value,
+        # nothing was returned when the entrypoint raised (an awaited one left its coroutine)
+        return_value=None if error is not None else value,
         # set_output's value, else the return value (as JSON, when it converts)
         output=session.output if session.has_output or error is not None else value,
         has_output=has_output,
