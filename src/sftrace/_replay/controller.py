@@ -121,9 +121,8 @@ class ReplayController:
         manifest's ``derived_from`` without the ``run_id``): what the options say
         (``minimize``), else ``on_miss`` or ``replay``."""
         if self.options.derived_from is not None:
-            how = dict(self.options.derived_from)
-        else:
-            how = {"how": "on_miss" if self.options.on_miss == "live" else "replay"}
+            return dict(self.options.derived_from)
+        how = {"how": "on_miss" if self.options.on_miss == "live" else "replay"}
         if self.match is MatchMode.UNORDERED:
             how["match"] = MatchMode.UNORDERED.value  # the order of its calls is not compared
         return how
