@@ -16,6 +16,7 @@ the absolute times do not. See ``benchmarks/README.md`` for the targets and resu
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import hashlib
 import json
@@ -47,6 +48,7 @@ from redaction_bench import measure_redaction  # noqa: E402
 import sftrace  # noqa: E402
 from sftrace import Redactor, llm_request, load_bundle, record, replay, trace_tool  # noqa: E402
 from sftrace._model.attributes import INPUT_ALIASES, OUTPUT_ALIASES  # noqa: E402
+from sftrace._model.calls import call_from_span  # noqa: E402
 from sftrace._model.otlp_json import encode_span  # noqa: E402
 
 # What a bundle leaves out of each line (it restores them on read): the floor does too.
@@ -428,6 +430,12 @@ class Bench:
         self._sample(f"load_floor@{n}", spans, lambda _: read_and_parse(source / "spans.jsonl"))
         if n == self.lengths[-1]:
             self._sample(f"load_python_floor@{n}", spans, lambda _: read_parse_and_index(source))
+            self._sample(f"load_call_floor@{n}", spans, lambda _: read_parse_and_call(source))
+            typed = typed_span_decoder()
+            if typed is not None:
+                self._sample(
+                    f"load_typed_floor@{n}", spans, lambda _: read_and_decode(source, typed)
+                )
             self._sample(f"load_eager@{n}", spans, lambda _: load_bundle(source, eager=True))
             self._sample(
                 f"load_eager_floor@{n}",
@@ -487,6 +495,76 @@ def read_parse_and_index(path: Path) -> int:
         attributes = {item["key"]: item["value"] for item in span["attributes"]}
         kept.append((span["spanId"], attributes.get("sftrace.seq")))
     return len(kept)
+
+
+def read_parse_and_call(path: Path) -> int:
+    """7b plus what any loader written in Python keeps of a bundle: each line's
+    attributes decoded into a dict and a ``Call`` per call span (``call_from_span``, the
+    loader's own constructor, keeping the line's position as loading does). No check at
+    all: with 7e, the floor of a checking loader on CPython that builds the calls."""
+    data = (path / "spans.jsonl").read_bytes()
+    calls = []
+    for number, line in enumerate(data.splitlines(), start=1):
+        span = orjson.loads(line)
+        attributes: dict[str, Any] = {}
+        for item in span["attributes"]:
+            value = item["value"]
+            attributes[item["key"]] = (
+                value["stringValue"] if "stringValue" in value else int(value["intValue"])
+            )
+        if attributes["sftrace.kind"] != "run":
+            calls.append(call_from_span(span, attributes, (data, 0, 0, "spans.jsonl", number)))
+    return len(calls) + 1
+
+
+@functools.cache
+def typed_span_decoder() -> Any:
+    """A msgspec decoder of the OTLP/JSON span lines sftrace writes into typed structs
+    (types checked in C while parsing), or None when msgspec is not installed: row 7f,
+    the parse floor of a loader built on msgspec. sftrace itself does not use it."""
+    try:
+        import msgspec
+    except ImportError:
+        return None
+
+    # defstruct: real types (this module's annotations are strings, see __future__)
+    value = msgspec.defstruct(
+        "Value",
+        [
+            ("stringValue", str | None, None),
+            ("intValue", str | None, None),
+            ("boolValue", bool | None, None),
+            ("doubleValue", float | None, None),
+        ],
+        gc=False,
+    )
+    key_value = msgspec.defstruct("KeyValue", [("key", str), ("value", value)], gc=False)
+    span = msgspec.defstruct(
+        "Span",
+        [
+            ("traceId", str),
+            ("spanId", str),
+            ("name", str),
+            ("kind", int, 1),
+            ("startTimeUnixNano", str, "0"),
+            ("endTimeUnixNano", str, "0"),
+            ("attributes", list[key_value], []),  # type: ignore[valid-type]
+            ("parentSpanId", str, ""),
+            ("status", dict[str, Any], {}),
+        ],
+        gc=False,
+    )
+    return msgspec.json.Decoder(span)
+
+
+def read_and_decode(path: Path, decoder: Any) -> int:
+    """Row 7f: read the file and decode every line with ``decoder`` (typed_span_decoder)."""
+    count = 0
+    decode = decoder.decode
+    for line in (path / "spans.jsonl").read_bytes().splitlines():
+        decode(line)
+        count += 1
+    return count
 
 
 # What a call's span line needs to hold its information (see envelope_floor).
@@ -928,6 +1006,37 @@ def build_report(
             "load_vs_python_floor",
         )
     )
+    rows.append(
+        compared(
+            "   7g. floor in Python: 7b + a dict of attributes and a Call per call",
+            f"load_call_floor@{last}",
+            f"load_floor@{last}",
+            "7b",
+            None,
+            "load_call_floor_vs_floor",
+        )
+    )
+    rows.append(
+        compared(
+            f"   ... load_bundle against 7g @ {last:,}",
+            f"load@{last}",
+            f"load_call_floor@{last}",
+            "7g",
+            None,
+            "load_vs_call_floor",
+        )
+    )
+    if f"load_typed_floor@{last}" in s.values:
+        rows.append(
+            compared(
+                "   7f. msgspec floor: read, decode each line into typed structs",
+                f"load_typed_floor@{last}",
+                f"load_floor@{last}",
+                "7b",
+                None,
+                "load_typed_floor_vs_floor",
+            )
+        )
     rows.append(
         compared(
             f"   7c. load_bundle(eager=True) @ {last:,}",
