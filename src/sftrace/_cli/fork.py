@@ -8,8 +8,6 @@ point the recording does not have or that is never made, an unimportable entrypo
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,8 @@ from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.options import (
     ENTRYPOINT_OPTION,
+    JSON_OPTION,
+    agent_stdout,
     parse_match_ignore_option,
     parse_tiers_option,
 )
@@ -88,12 +88,7 @@ def register(group: click.Group) -> None:
     show_default=True,
     help="List at most this many calls before and after the fork point each (0: all).",
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print a JSON document (the agent's own prints go to stderr).",
-)
+@JSON_OPTION
 def fork_command(
     bundle: Path,
     entrypoint: str,
@@ -122,8 +117,7 @@ def fork_command(
         target = check_before_running(
             recorded, entrypoint, save=output, overwrite=overwrite, purpose="save the fork"
         )
-        redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
-        with redirect:
+        with agent_stdout(as_json):
             result = run_fork(recorded, target, options, plan)
     if as_json:
         document = replay_document(result, entrypoint=entrypoint, mode="frozen", match="strict")

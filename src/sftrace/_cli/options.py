@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -20,6 +22,21 @@ ENTRYPOINT_OPTION = click.option(
     metavar="MODULE:FUNCTION",
     help="The agent's entrypoint, importable from the working directory.",
 )
+
+
+# --json of the commands that run the agent (replay, fork): see agent_stdout().
+JSON_OPTION = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON document (the agent's own prints go to stderr).",
+)
+
+
+def agent_stdout(as_json: bool) -> contextlib.AbstractContextManager[object]:
+    """Where the agent's prints go while it runs: with ``--json`` stdout carries only the
+    document, so they go to stderr; else they stay on stdout."""
+    return contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
 
 
 def expectation_file_options(*, output_help: str, trajectory_help: str) -> Callable[[F], F]:

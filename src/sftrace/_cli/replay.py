@@ -7,9 +7,7 @@ differently; 2 bad input (unreadable bundle, unimportable entrypoint, bad option
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,8 @@ from sftrace._cli.bundle import missing_content
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.options import (
     ENTRYPOINT_OPTION,
+    JSON_OPTION,
+    agent_stdout,
     parse_match_ignore_option,
     parse_tiers_option,
 )
@@ -110,12 +110,7 @@ def register(group: click.Group) -> None:
     show_default=True,
     help="List at most this many matched calls (0: all). --json always lists every call.",
 )
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print a JSON document (the agent's own prints go to stderr).",
-)
+@JSON_OPTION
 @html_option("Also write the replay as a self-contained HTML page.")
 def replay_command(
     bundle: Path,
@@ -152,9 +147,7 @@ def replay_command(
         target = check_before_running(
             recorded, entrypoint, save=save, overwrite=overwrite, purpose="save the replay"
         )
-        # With --json, stdout carries only the document: the agent's prints go to stderr.
-        redirect = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
-        with redirect:
+        with agent_stdout(as_json):
             result = run_replay(recorded, target, options)
     verdict = replay_verdict(result)
     if as_json:
