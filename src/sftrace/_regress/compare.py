@@ -156,21 +156,39 @@ def _report(
     cand.covered = covered_by_saved_replay(base, cand)
     builder = FindingBuilder(policy, labels)
     if expect is None:
-        _status(builder, base.status, base.failure_type, base.failure, cand, labels[0])
-        if base.has_output:
-            _output(builder, base.output, cand, labels[0])
-        rows, approximate = compare_calls(builder, base, cand)
-        _divergence(builder, cand, builder)
-        return Report(
-            tuple(builder.findings),
-            base.summary(),
-            cand.summary(),
-            tuple(rows),
-            policy,
-            False,
-            cand.divergence,
-            approximate,
-        )
+        rows, approximate = _against_baseline(builder, base, cand)
+    else:
+        rows, approximate = _against_expectations(builder, base, cand, expect)
+    return Report(
+        tuple(builder.findings),
+        base.summary(),
+        cand.summary(),
+        tuple(rows),
+        policy,
+        expect is not None,
+        cand.divergence,
+        approximate,
+    )
+
+
+def _against_baseline(
+    builder: FindingBuilder, base: ComparedRun, cand: ComparedRun
+) -> tuple[list[AlignedCall], bool]:
+    """The findings of ``cand`` judged against the baseline run; the alignment rows."""
+    base_label = builder.labels[0]
+    _status(builder, base.status, base.failure_type, base.failure, cand, base_label)
+    if base.has_output:
+        _output(builder, base.output, cand, base_label)
+    rows, approximate = compare_calls(builder, base, cand)
+    _divergence(builder, cand, builder)
+    return rows, approximate
+
+
+def _against_expectations(
+    builder: FindingBuilder, base: ComparedRun, cand: ComparedRun, expect: Expectations
+) -> tuple[list[AlignedCall], bool]:
+    """The findings of ``cand`` judged against ``expect``, with how it differs from the
+    baseline run as ``info``; the alignment rows."""
     from sftrace._regress.expectations import unmet_expectations
 
     expected_status = expect.status or "completed"
@@ -180,7 +198,7 @@ def _report(
     for message, ref in unmet_expectations(cand.calls, expect):
         builder.add(FindingCode.EXPECTATION_FAILED, message, candidate=ref)
     # The difference from the recorded run is context here, not a verdict.
-    context = FindingBuilder(policy, labels)
+    context = FindingBuilder(builder.policy, builder.labels)
     rows, approximate = compare_calls(context, base, cand)
     builder.findings.extend(
         Finding(
@@ -195,16 +213,7 @@ def _report(
         for f in context.findings
     )
     _divergence(builder, cand, context)
-    return Report(
-        tuple(builder.findings),
-        base.summary(),
-        cand.summary(),
-        tuple(rows),
-        policy,
-        True,
-        cand.divergence,
-        approximate,
-    )
+    return rows, approximate
 
 
 def expected_output_report(
