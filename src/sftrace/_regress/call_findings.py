@@ -104,20 +104,18 @@ def _placement(
     """The finding for a call that is missing, unexpected or moved (none otherwise)."""
     left_label, right_label = builder.labels
     (lcall, lref), (rcall, rref) = left, right
-    if status == "missing" and lcall is not None and lref is not None:
-        builder.add(
-            FindingCode.MISSING_CALL,
-            f"{lref} of the {left_label} run is not in the {right_label} run; "
-            f"input {preview(lcall.input)}",
-            baseline=lref,
-        )
-    elif status == "unexpected" and rcall is not None and rref is not None:
-        builder.add(
-            FindingCode.UNEXPECTED_CALL,
-            f"{rref} of the {right_label} run is not in the {left_label} run; "
-            f"input {preview(rcall.input)}",
-            candidate=rref,
-        )
+    if status in ("missing", "unexpected"):
+        # A call of one run with no counterpart in the other: the same sentence either way.
+        missing = status == "missing"
+        call, ref = (lcall, lref) if missing else (rcall, rref)
+        here, there = (left_label, right_label) if missing else (right_label, left_label)
+        if call is not None and ref is not None:
+            builder.add(
+                FindingCode.MISSING_CALL if missing else FindingCode.UNEXPECTED_CALL,
+                f"{ref} of the {here} run is not in the {there} run; input {preview(call.input)}",
+                baseline=ref if missing else None,
+                candidate=None if missing else ref,
+            )
     elif status == "moved" and lref is not None and rref is not None:
         builder.add(
             FindingCode.CALL_ORDER_CHANGED,
