@@ -29,6 +29,7 @@ from sftrace import (
     replay_run,
     trace_tool,
 )
+from sftrace._record.tool import return_restorer
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +71,27 @@ def test_pydantic_return_annotation_is_restored(tmp_path: Path) -> None:
         value = agents.quote("FR2")
     assert value == agents.Quote(flight_id="FR2", total=99.5)
     assert agents.EXECUTED == []
+
+
+def test_json_shaped_return_annotations_get_the_parsed_value_itself() -> None:
+    """``dict[str, Any]`` and ``list[Any]`` need no restoring: a replayed call returns the
+    freshly parsed output itself (pydantic would copy it on every call); other generic
+    annotations are still validated."""
+
+    def as_dict() -> dict[str, Any]:
+        return {}
+
+    def as_list() -> list[object]:
+        return []
+
+    def as_ints() -> dict[str, int]:
+        return {}
+
+    value: dict[str, Any] = {"flights": [{"id": "TP1"}]}
+    assert return_restorer(as_dict)(value) is value
+    items = [value]
+    assert return_restorer(as_list)(items) is items
+    assert return_restorer(as_ints)({"seats": "2"}) == {"seats": 2}
 
 
 def test_mismatch_reports_call_number_both_calls_and_differing_paths(tmp_path: Path) -> None:

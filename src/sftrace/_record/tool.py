@@ -91,6 +91,20 @@ class ArgumentBinder:
 _PLAIN_RETURNS: frozenset[Any] = frozenset(
     {inspect.Signature.empty, Any, None, type(None), object, dict, list, str, int, float, bool}
 )
+_ANY_VALUE: frozenset[Any] = frozenset({Any, object})
+
+
+def _holds_json_as_is(annotation: Any) -> bool:
+    """True when a parsed JSON value needs no restoring to be of type ``annotation``: the
+    plain types, and ``dict[str, Any]`` / ``list[Any]`` (pydantic would only copy it)."""
+    if annotation in _PLAIN_RETURNS:
+        return True
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is dict:
+        return len(args) == 2 and args[0] is str and args[1] in _ANY_VALUE
+    if origin is list:
+        return len(args) == 1 and args[0] in _ANY_VALUE
+    return False
 
 
 def return_restorer(func: Callable[..., Any]) -> Restore:
@@ -122,7 +136,7 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
         if isinstance(annotation, str):
             return _identity
     try:
-        if annotation in _PLAIN_RETURNS:
+        if _holds_json_as_is(annotation):
             return _identity
     except TypeError:  # unhashable annotation
         pass
