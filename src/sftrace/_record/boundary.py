@@ -26,7 +26,7 @@ from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
 from sftrace._model.stored import value_digest
 from sftrace._record.failure import failure_details
-from sftrace._record.intercept import Action, Decision, Reached
+from sftrace._record.intercept import HANDOFF, Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, own_span_context, record_failure
 from sftrace._record.unrecorded import unrecorded_error, unrecorded_reason
 
@@ -119,23 +119,35 @@ class BoundaryCall:
             run.note_redactions(seq, self.redactions)
         if spec.kind == A.KIND_TOOL:
             attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = input_json
-        self.span: Span = run.tracer.start_span(
-            spec.span_name,
-            context=run.parent_context(),
-            kind=spec.span_kind,
+        self.span: Span
+        self.decision: Decision | None = None
+        replay = run.replay
+        if replay is None:
+            self.span = self._start_span(attributes, start_time)
+        else:
+            # The replay processor decides as the span starts (see HANDOFF).
+            reached = Reached(spec.kind, spec.name, spec.provider, input_json)
+            HANDOFF.reached = reached
+            try:
+                self.span = self._start_span(attributes, start_time)
+                decision = HANDOFF.decision
+            finally:
+                HANDOFF.reached = HANDOFF.decision = None
+            if decision is None:  # the processor did not see the span (not sampled...)
+                decision = replay.decide(reached)
+            self.decision = decision
+        self.token: Token[Context] | None = otel_context.attach(own_span_context(self.span))
+
+    def _start_span(self, attributes: dict[str, Any], start_time: int | None) -> Span:
+        return self.run.tracer.start_span(
+            self.spec.span_name,
+            context=self.run.parent_context(),
+            kind=self.spec.span_kind,
             attributes=attributes,
             start_time=start_time,
             record_exception=False,
             set_status_on_exception=False,
         )
-        self.decision: Decision | None = None
-        replay = run.replay
-        if replay is not None:
-            decision = replay.take(self.span.get_span_context().span_id)
-            if decision is None:  # the processor did not see the span (not sampled...)
-                decision = replay.decide(Reached(spec.kind, spec.name, spec.provider, input_json))
-            self.decision = decision
-        self.token: Token[Context] | None = otel_context.attach(own_span_context(self.span))
 
     # -- acting on the decision ------------------------------------------------------
     @property

@@ -8,6 +8,7 @@ interceptor; the recording layer only knows this contract, so imports point down
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -79,6 +80,23 @@ class Reached:
         )
 
 
+class Handoff(threading.local):
+    """What passes between a boundary and the replay processor while the boundary's span
+    starts (on that thread: the processor's ``on_start`` runs inside ``start_span``).
+
+    The boundary leaves what it reached, so the processor need not read it back from the
+    span's attributes; the processor leaves its decision, so it need not be stored by span
+    id and looked up again. (A span with a call's ``sftrace.kind`` started without a
+    boundary is still decided, from its attributes, so it counts as reached.)
+    """
+
+    reached: Reached | None = None
+    decision: Decision | None = None
+
+
+HANDOFF = Handoff()
+
+
 class Interceptor(Protocol):
     """What a boundary asks of the replay its run belongs to."""
 
@@ -86,10 +104,6 @@ class Interceptor(Protocol):
 
     @property
     def reached_count(self) -> int: ...
-
-    def take(self, span_id: int) -> Decision | None:
-        """The decision the replay processor stored for this span as it started."""
-        ...
 
     def decide(self, reached: Reached) -> Decision:
         """Match ``reached`` against the recording and say what the boundary does."""

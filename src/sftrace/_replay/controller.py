@@ -82,7 +82,6 @@ class ReplayController:
         self._used = [False] * len(calls)
         self._next = 0
         self.lock = threading.Lock()
-        self._decisions: dict[int, Decision] = {}
         self.spans: list[Any] = []  # the replay's own finished spans (ReadableSpan)
         self.tiers = options.tiers
         # per tier: (kind, name, provider, key of the input) -> unused recorded indexes
@@ -100,15 +99,6 @@ class ReplayController:
                         key = self._key(tier, identity, call.input, call.input_json)
                     index_of[(identity, key)].append(index)
                 self._by_key[tier] = index_of
-
-    # -- the processor stores decisions by span id; the interceptor takes them ------------
-    def store(self, span_id: int, decision: Decision) -> None:
-        with self.lock:
-            self._decisions[span_id] = decision
-
-    def take(self, span_id: int) -> Decision | None:
-        with self.lock:
-            return self._decisions.pop(span_id, None)
 
     @property
     def unused(self) -> list[Call]:

@@ -2,8 +2,8 @@
 
 A replay registers its :class:`ReplayController` under the trace id of its run span.
 When a tool or LLM span of that trace starts, the processor asks the controller for a
-decision and leaves it for the interceptor in the boundary, which acts on it before the
-body would run. Like every span processor it never blocks and never raises.
+decision and hands it back to the interceptor in the boundary (``HANDOFF``), which acts
+on it before the body would run. Like every span processor it never blocks and never raises.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sftrace._internal import log_once
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import copy_span, plain_attributes
 from sftrace._record.config import register_processor_factory
-from sftrace._record.intercept import Reached
+from sftrace._record.intercept import HANDOFF, Reached
 from sftrace._replay.controller import ReplayController
 
 _controllers: dict[int, ReplayController] = {}
@@ -48,12 +48,17 @@ class ReplaySpanProcessor(SpanProcessor):
             controller = _controllers.get(context.trace_id)
             if controller is None:
                 return
+            reached = HANDOFF.reached
+            if reached is not None:  # a boundary's span: it takes the decision back
+                HANDOFF.reached = None
+                HANDOFF.decision = controller.decide(reached)
+                return
             attributes = plain_attributes(span)
             if attributes.get(A.KIND) not in (A.KIND_TOOL, A.KIND_LLM):
                 return
-            controller.store(
-                context.span_id, controller.decide(Reached.from_attributes(attributes))
-            )
+            # Not a boundary's span (it handed nothing over): decided all the same, so it
+            # counts as a reached call, though nothing acts on the decision.
+            controller.decide(Reached.from_attributes(attributes))
         except Exception as exc:  # never raise into the host; the boundary decides instead
             log_once("matching a replayed call", exc)
 
