@@ -156,6 +156,17 @@ def bare_tool_with_sftrace_attributes(
     return wrapper
 
 
+def parse_recorded_output(
+    destination: str, date: str, passengers: int = 1, cabin: str = "economy"
+) -> Any:
+    """Row 6b's tool body: the recorded output text parsed anew, as a frozen replay hands
+    the agent a fresh object instead of running the tool."""
+    return orjson.loads(RECORDED_OUTPUT)
+
+
+RECORDED_OUTPUT = _dumps_output(workload.TOOL_RESULT)
+
+
 class JournalExporter(SpanExporter):
     """Writes each span as one OTLP/JSON line to an unbuffered file as it ends.
 
@@ -285,6 +296,9 @@ class Bench:
         self.tracer = bare_tracer()
         self.bare_search = bare_tool(self.tracer)
         self.attributes_search = bare_tool_with_sftrace_attributes(self.tracer)
+        self.replay_floor_search = bare_tool_with_sftrace_attributes(
+            self.tracer, func=parse_recorded_output
+        )
         journal_provider = TracerProvider()
         self.journal = JournalExporter(workdir / "journal-floor.jsonl")
         journal_provider.add_span_processor(SimpleSpanProcessor(self.journal))
@@ -379,6 +393,7 @@ class Bench:
 
         self._sample(f"bare@{n}", n, under_root(tracer, self.bare_search))
         self._sample(f"bare_attributes@{n}", n, under_root(tracer, self.attributes_search))
+        self._sample(f"bare_parse@{n}", n, under_root(tracer, self.replay_floor_search))
         self._sample(f"bare_journal@{n}", n, under_root(self.journal_tracer, self.journal_search))
         self.journal.truncate()
         self._sample(f"bare_bundle@{n}", n, self.bundle_floor(self.journal_search, args))
@@ -967,6 +982,26 @@ def build_report(
                     "replay_vs_attributes",
                 )
             )
+            rows.append(
+                compared(
+                    f"   6b. floor: 2b + parse the recorded output @ {last:,}",
+                    f"bare_parse@{last}",
+                    f"bare@{last}",
+                    "bare",
+                    None,
+                    "replay_floor_vs_bare",
+                )
+            )
+        rows.append(
+            compared(
+                f"   ... {match} against 6b (the replay floor) @ {last:,}",
+                f"replay_{match}@{last}",
+                f"bare_parse@{last}",
+                "6b",
+                FLOOR_MARGIN,
+                f"replay_{match}_vs_floor",
+            )
+        )
     for n in lengths:
         rows.append(
             compared(

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call
+from sftrace._model.calls import NOTED_KEYS, Call, call_from_span
 
 
 def _loaded_call(line: bytes, prefix: bytes = b"[1,2]\n") -> Call:
@@ -64,3 +64,16 @@ def test_a_call_built_with_attributes_answers_from_them() -> None:
     call.attributes = {A.REDACTIONS: "[]"}
     assert call.may_have(A.REDACTIONS)
     assert not call.may_have(A.OUTPUT_UNRECORDED)
+
+
+def test_a_loaded_call_answers_for_the_noted_keys_like_its_attributes() -> None:
+    """``call_from_span`` notes which of ``NOTED_KEYS`` the decoded attributes hold, so
+    ``may_have`` answers for them without the line, escapes included."""
+    for present in ((), (A.REDACTIONS,), (A.OUTPUT_UNRECORDED,), NOTED_KEYS):
+        attributes: dict[str, Any] = {A.KIND: "tool", A.SEQ: 1, A.GEN_AI_TOOL_NAME: "lookup"}
+        attributes.update({key: "[]" for key in present})
+        line = _line(attributes).replace(b"sftrace.", b"sftrace\\u002e")
+        data = line + b"\n"
+        call = call_from_span({"spanId": "00f067aa0ba902b7"}, attributes, (data, 0, len(line)))
+        for key in NOTED_KEYS:
+            assert call.may_have(key) is (key in present)

@@ -16,6 +16,10 @@ from sftrace._model.text import shorten
 LineRef = tuple[bytes | bytearray, int, int, str, int]
 """Where a loaded call's span line is: (data, start, end, file name, line number)."""
 
+NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED)
+"""Attributes few calls have that a replay asks every answered call about: a loaded call
+notes at load which of them it has, so :meth:`Call.may_have` tells without its line."""
+
 
 class Identified(Protocol):
     """Anything that names a call: a recorded ``Call`` or what a replay reached."""
@@ -103,6 +107,7 @@ class Call:
         "_attributes",
         "_input",
         "_line",
+        "_noted",
         "_output",
         "end_time_ns",
         "error",
@@ -137,6 +142,7 @@ class Call:
         end_time_ns: int = 0,
         attributes: dict[str, Any] | None = None,
         line: LineRef | None = None,
+        noted: tuple[str, ...] | None = None,
     ) -> None:
         self.seq = seq
         self.kind = kind
@@ -152,6 +158,7 @@ class Call:
         self.end_time_ns = end_time_ns
         self._attributes = attributes
         self._line = line  # where the span's line is: to decode it again, to name it
+        self._noted = noted  # which of NOTED_KEYS the attributes have (None: not noted)
         self._input = Call._MISSING
         self._output = Call._MISSING
 
@@ -171,11 +178,14 @@ class Call:
 
     def may_have(self, key: str) -> bool:
         """False when the call's attributes surely lack ``key``, told without decoding
-        them: a loaded call looks for the key's JSON text in its span's line (a line
-        with any ``\\u`` escape, which could spell a key otherwise, is decoded)."""
+        them: a loaded call knows for ``NOTED_KEYS``, and looks for any other key's JSON
+        text in its span's line (a line with any ``\\u`` escape, which could spell a key
+        otherwise, is decoded)."""
         line = self._line
         if self._attributes is not None or line is None:
             return key in self.attributes
+        if self._noted is not None and key in NOTED_KEYS:
+            return key in self._noted
         data, start, end = line[0], line[1], line[2]
         if data.find(b'"' + key.encode() + b'"', start, end) < 0 and (
             data.find(b"\\u", start, end) < 0
@@ -321,7 +331,15 @@ def call_from_span(
         end_time_ns=int(span.get("endTimeUnixNano", 0)),
         attributes=None if line is not None else attributes,
         line=line,
+        noted=_noted(attributes) if line is not None else None,
     )
+
+
+def _noted(attributes: dict[str, Any]) -> tuple[str, ...]:
+    """Which of ``NOTED_KEYS`` ``attributes`` has (most calls: none, the shared ``()``)."""
+    if A.REDACTIONS not in attributes and A.OUTPUT_UNRECORDED not in attributes:
+        return ()
+    return tuple(key for key in NOTED_KEYS if key in attributes)
 
 
 @dataclass(frozen=True)

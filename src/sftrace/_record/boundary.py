@@ -108,7 +108,7 @@ class BoundaryCall:
         # Redacted before the span exists: no processor or exporter ever sees the secret,
         # and a replay matches the redacted input against the redacted recording.
         input_json, found = run.redactor.redact_json(input_json, known=run.known_secrets)
-        self.redactions = [redaction.record("input") for redaction in found]
+        self.redactions = [redaction.record("input") for redaction in found] if found else []
         attributes = dict(spec.attributes)
         attributes[A.SEQ] = seq
         attributes[A.INPUT] = input_json

@@ -164,7 +164,10 @@ class ReplayController:
 
     def _cover(self, index: int) -> None:
         """Mark the calls recorded inside a call whose body will not run as used."""
-        pending = list(self._inner.get(index, ()))
+        inner = self._inner.get(index)
+        if not inner:  # most calls hold none
+            return
+        pending = list(inner)
         while pending:
             inner = pending.pop()
             if not self._used[inner]:
