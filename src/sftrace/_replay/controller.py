@@ -164,10 +164,10 @@ class ReplayController:
 
     def _cover(self, index: int) -> None:
         """Mark the calls recorded inside a call whose body will not run as used."""
-        inner = self._inner.get(index)
-        if not inner:  # most calls hold none
+        held = self._inner.get(index)
+        if not held:  # most calls hold none
             return
-        pending = list(inner)
+        pending = list(held)
         while pending:
             inner = pending.pop()
             if not self._used[inner]:
