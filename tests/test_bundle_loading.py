@@ -204,6 +204,19 @@ def test_replay_raises_a_malformed_recorded_output_when_it_reaches_the_call(
     assert answered == [[{"city": "Lisbon", "ok": True}, {"city": "Lisbon!", "ok": True}]]
 
 
+def test_unordered_replay_parses_recorded_inputs_only_when_a_call_misses_exactly(
+    bundle_path: Path,
+) -> None:
+    """Unordered replay matches by input text first: it parses the recorded inputs (to
+    match at the next tiers) only when a reached input matches none exactly, so a
+    malformed one (lookup Porto, line 5) raises at that call, not when the replay starts."""
+    _rewrite(bundle_path, _break_value("sftrace.input", 4))
+    with replay(bundle_path, match="unordered"):
+        assert trip("Lisbon") == [{"city": "Lisbon", "ok": True}, {"city": "Lisbon!", "ok": True}]
+        with pytest.raises(BundleError, match=r"spans.jsonl:5: .*sftrace.input is not valid JSON"):
+            lookup("Porto")
+
+
 def test_readers_that_copy_values_as_json_refuse_a_malformed_one(bundle_path: Path) -> None:
     """inspect --json and the HTML report never write a malformed value into their JSON."""
     _rewrite(bundle_path, _break_value("sftrace.output"))

@@ -84,21 +84,27 @@ class ReplayController:
         self.lock = threading.Lock()
         self.spans: list[Any] = []  # the replay's own finished spans (ReadableSpan)
         self.tiers = options.tiers
-        # per tier: (kind, name, provider, key of the input) -> unused recorded indexes
+        # Unordered, per tier: (kind, name, provider, key of the input) -> recorded
+        # indexes; built when a tier is first needed (past "exact", building one parses
+        # every recorded input, which a replay whose inputs all match exactly never needs).
         self._by_key: dict[MatchTier, dict[tuple[Identity, str], deque[int]]] = {}
         self.covered: list[Call] = []  # recorded calls inside a substituted call
         self._inner = inner_calls(calls, span_parents or {})
-        if self.match is MatchMode.UNORDERED:
-            for tier in self.tiers:
-                index_of: dict[tuple[Identity, str], deque[int]] = defaultdict(deque)
-                for index, call in enumerate(calls):
-                    identity = call_identity(call)
-                    if tier == "exact":  # the text: no input is parsed
-                        key = call.input_json
-                    else:
-                        key = self._key(tier, identity, call.input, call.input_json)
-                    index_of[(identity, key)].append(index)
-                self._by_key[tier] = index_of
+
+    def _index(self, tier: MatchTier) -> dict[tuple[Identity, str], deque[int]]:
+        """The recorded calls by their key at ``tier`` (used ones are skipped on lookup)."""
+        index_of = self._by_key.get(tier)
+        if index_of is None:
+            index_of = defaultdict(deque)
+            for index, call in enumerate(self.calls):
+                identity = call_identity(call)
+                if tier == "exact":  # the text: no input is parsed
+                    key = call.input_json
+                else:
+                    key = self._key(tier, identity, call.input, call.input_json)
+                index_of[(identity, key)].append(index)
+            self._by_key[tier] = index_of
+        return index_of
 
     @property
     def unused(self) -> list[Call]:
@@ -250,7 +256,7 @@ class ReplayController:
                     key = reached.input_json
                 else:
                     key = self._key(tier, identity, reached_input.value, reached.input_json)
-                queue = self._by_key[tier].get((identity, key))
+                queue = self._index(tier).get((identity, key))
                 while queue:
                     index = queue.popleft()
                     if not self._used[index]:
