@@ -208,3 +208,50 @@ def test_an_unrecordable_result_with_a_serializer_that_raises(tmp_path: Path) ->
     assert isinstance(value, _Opaque)
     (call,) = load_bundle(tmp_path / "s.sftrace").calls
     assert "serializer exploded" in call.attributes[A.OUTPUT_UNRECORDED]
+
+
+@pytest.mark.parametrize("make", UNRECORDABLE.values(), ids=UNRECORDABLE.keys())
+@pytest.mark.usefixtures("production")
+def test_an_unrecordable_tool_input_never_breaks_the_host_and_replays(
+    tmp_path: Path, make: Callable[[], Any]
+) -> None:
+    """A lock, a generator, a 65-bit integer... passed to a tool: the tool runs with the
+    very object, the input is recorded with a placeholder naming its type, and a replay
+    passing the same kind of object matches the call (also in strict mode)."""
+    value = make()
+    seen: list[Any] = []
+
+    @trace_tool(name="inspect_value")
+    def inspect_value(day: int, value: Any) -> str:
+        seen.append(value)
+        return "inspected"
+
+    path = tmp_path / "i.sftrace"
+    with record("agent", output=path):
+        assert inspect_value(3, value) == "inspected"
+    assert seen[0] is value
+    (call,) = load_bundle(path, verify_integrity=True).calls
+    assert call.input["day"] == 3
+    assert "<unrecordable " in call.input_json
+    for strict in ("0", "1"):
+        _seen.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SFTRACE_STRICT", strict)
+            with replay(path) as session:
+                assert inspect_value(3, make()) == "inspected"
+        assert [m.action for m in session.matched] == ["substituted"]
+    assert len(seen) == 1
+
+
+def test_an_unrecordable_tool_input_raises_a_clear_error_in_strict_mode(tmp_path: Path) -> None:
+    """Under tests, recording a lock passed to a tool raises TraceSerializationError."""
+
+    @trace_tool(name="inspect_value")
+    def inspect_value(value: Any) -> str:
+        return "inspected"
+
+    with (
+        pytest.raises(TraceSerializationError, match=r"inspect_value' input\.value of type lock"),
+        record("agent", output=tmp_path / "i.sftrace"),
+    ):
+        inspect_value(threading.Lock())

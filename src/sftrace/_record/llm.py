@@ -10,10 +10,11 @@ from typing import Any, TypeVar
 
 from sftrace._model import attributes as A
 from sftrace._model.policy import ReplayPolicy
-from sftrace._model.serialize import Serializer, dumps
+from sftrace._model.serialize import Serializer
 from sftrace._record.boundary import BoundaryCall, BoundarySpec, call_async, call_sync
 from sftrace._record.intercept import Action
 from sftrace._record.run import ActiveRun, current_run
+from sftrace._record.unrecorded import recordable_input
 
 T = TypeVar("T")
 
@@ -79,7 +80,9 @@ def llm_request(
     run = current_run()
     if run is None:
         return call()
-    input_json = dumps(input, serializer=serializer or run.serializer, what="llm_request input")
+    input_json = recordable_input(
+        run, input, serializer or run.serializer, what="llm_request input"
+    )
     return call_sync(run, spec, input_json, call, _keep, _cost_attributes(cost))
 
 
@@ -99,7 +102,9 @@ async def allm_request(
     run = current_run()
     if run is None:
         return await call()
-    input_json = dumps(input, serializer=serializer or run.serializer, what="allm_request input")
+    input_json = recordable_input(
+        run, input, serializer or run.serializer, what="allm_request input"
+    )
     return await call_async(run, spec, input_json, call, _keep, _cost_attributes(cost))
 
 
@@ -190,7 +195,9 @@ class ManualLLMCall:
     def __enter__(self) -> LLMCallHandle:
         if self._run is None:
             return LLMCallHandle(None)
-        input_json = dumps(self._input, serializer=self._run.serializer, what="llm_call input")
+        input_json = recordable_input(
+            self._run, self._input, self._run.serializer, what="llm_call input"
+        )
         call = self._call = BoundaryCall(self._run, self._spec, input_json)
         handle = LLMCallHandle(call)
         decision = call.decision

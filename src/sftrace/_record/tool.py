@@ -10,9 +10,10 @@ from typing import Any, TypeVar, overload
 
 from sftrace._internal import log_once
 from sftrace._model.policy import ReplayPolicy
-from sftrace._model.serialize import Serializer, dumps
+from sftrace._model.serialize import Serializer
 from sftrace._record.boundary import BoundarySpec, Restore, call_async, call_sync
 from sftrace._record.run import current_run
+from sftrace._record.unrecorded import recordable_input
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -223,10 +224,8 @@ def trace_tool(
                 run = current_run()
                 if run is None:
                     return await fn(*args, **kwargs)
-                input_json = dumps(
-                    binder.arguments(args, kwargs),
-                    serializer=serializer or run.serializer,
-                    what=what,
+                input_json = recordable_input(
+                    run, binder.arguments(args, kwargs), serializer or run.serializer, what=what
                 )
                 return await call_async(run, spec, input_json, lambda: fn(*args, **kwargs), restore)
 
@@ -240,10 +239,8 @@ def trace_tool(
                 run = current_run()
                 if run is None:
                     return fn(*args, **kwargs)
-                input_json = dumps(
-                    binder.arguments(args, kwargs),
-                    serializer=serializer or run.serializer,
-                    what=what,
+                input_json = recordable_input(
+                    run, binder.arguments(args, kwargs), serializer or run.serializer, what=what
                 )
                 return call_sync(run, spec, input_json, lambda: fn(*args, **kwargs), restore)
 
