@@ -14,7 +14,7 @@ import pytest
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry
-from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelResponse, RetryPromptPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from roundtrip import record_then_replay
@@ -203,8 +203,10 @@ def test_a_tool_asking_the_model_to_retry_replays_the_retry(tmp_path: Path) -> N
 
     def run() -> list[Any]:
         messages = agent.run_sync(PROMPT).all_messages()
-        # Pydantic AI 2 answers the model's tool call with the retry message
-        return [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        # Pydantic AI answers the model's tool call with the retry message: as a
+        # RetryPromptPart (1.32 to 2.0 at least), as a ToolReturnPart (2.68)
+        answers = (ToolReturnPart, RetryPromptPart)
+        return [p.content for m in messages for p in m.parts if isinstance(p, answers)]
 
     recorded, replayed, _ = record_then_replay(tmp_path / "run.sftrace", api, run)
 
