@@ -121,10 +121,12 @@ def test_every_public_error_derives_from_sftrace_error() -> None:
 
 
 def test_import_is_light() -> None:
-    """Importing sftrace loads neither the CLI toolkit nor any LLM SDK."""
+    """Importing sftrace loads neither the CLI toolkit nor any LLM SDK (nor RE2, loaded
+    by the first redaction)."""
     code = (
         "import sys, sftrace\n"
-        "heavy = {'click', 'rich', 'openai', 'anthropic', 'langchain_core', 'httpx', 'grpc'}\n"
+        "heavy = {'click', 'rich', 'openai', 'anthropic', 'langchain_core', 'httpx', 'grpc',"
+        " 're2'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     result = subprocess.run(

@@ -21,9 +21,9 @@ Three kinds of rules:
 A redacted value becomes ``"[REDACTED:<rule>]"``. Each redaction is recorded as its
 JSON path and rule name on the span (``sftrace.redactions``), never the value.
 
-The hot path is a few scans of the JSON text of a value (``redaction_quick``), then, when
-they cannot rule everything out, the keyword survey (``redaction_scan``): only when it
-finds where a rule could match is the value parsed, walked and redacted.
+The hot path is one pass of an RE2 set over the JSON text of a value (``redaction_set``),
+then, when a rule may match, the keyword survey (``redaction_scan``): only when it finds
+where a rule could match is the value parsed, walked and redacted.
 """
 
 from __future__ import annotations
@@ -49,21 +49,24 @@ from sftrace._record.redaction_apply import (
     replacer,
 )
 from sftrace._record.redaction_fragments import redact_chunks
-from sftrace._record.redaction_known import KnownSecrets, is_marker
-from sftrace._record.redaction_rules import (
-    ASSIGNMENT,
+from sftrace._record.redaction_keys import (
     BUILTIN_KEYS,
-    BUILTIN_PATTERN_NAMES,
     MAX_KEY_NUMBER,
-    Rule,
-    builtin_rules,
     glued,
     key_needle,
     key_suffixes,
     key_words,
+)
+from sftrace._record.redaction_known import KnownSecrets, is_marker
+from sftrace._record.redaction_rules import (
+    ASSIGNMENT,
+    BUILTIN_PATTERN_NAMES,
+    Rule,
+    builtin_rules,
     user_rules,
 )
 from sftrace._record.redaction_scan import EVERYTHING, Scanner, Survey
+from sftrace._record.redaction_set import BUILTIN, CLEAR, RuleSet
 
 __all__ = [
     "BUILTIN_RULES",
@@ -162,14 +165,11 @@ class Redactor:
             key_names.extend(BUILTIN_KEYS)
         # glued name -> the word a matching key must hold as it is: the longest word of a
         # built-in name; none for your own names (``internalref`` matches
-        # ``internal_ref``), found in JSON text by squeezing it (see _user_keys_in_json).
+        # ``internal_ref``).
         self._keys: dict[str, str | None] = {}
         if builtins and KEY_RULE not in disabled:
             self._keys.update((glued(name), key_needle(name)) for name in BUILTIN_KEYS)
         self._keys.update((glued(name), None) for name in user_keys)
-        self._squeezed = tuple(
-            sorted({re.sub(r"[^a-z]", "", glued(name)).encode() + b":" for name in user_keys})
-        )
         self._learn = bool(self._keys) and KNOWN_RULE not in disabled
         # Free-text "name=value" knows the built-in names even with sensitive_key off.
         names_in_text = [*user_keys, *BUILTIN_KEYS] if builtins else list(user_keys)
@@ -182,14 +182,20 @@ class Redactor:
         self._scanner = Scanner(
             self._rules,
             key_needles=sorted({needle for needle in self._keys.values() if needle}),
-            # your own names too: a member name cut anywhere (c_ardnumber) is one of them
-            key_names=key_names,
             keep=48 + 2 * longest + MAX_KEY_NUMBER,
         )
         self._user_rules = user_rules(patterns)
         self._user_replacers = [replacer(rule) for rule in self._user_rules]
-        # Custom patterns and callbacks may match anything: every value is walked.
-        self._always_walk = bool(self._user_rules) or callback is not None
+        # Your own patterns and key names: the survey doesn't know them (when the set
+        # says they may match, every string is looked at).
+        self._set = RuleSet(
+            self._rules,
+            self._user_rules,
+            names=[name for name in key_names if name not in user_keys],
+            own_names=user_keys,
+        )
+        # A callback may redact anything: every value is walked.
+        self._always_walk = callback is not None
 
     def __repr__(self) -> str:
         names = [rule.name for rule in (*self._rules, *self._user_rules)]
@@ -201,7 +207,7 @@ class Redactor:
     @property
     def active(self) -> bool:
         """False when there is no rule at all (redaction switched off)."""
-        return bool(self._keys or self._rules or self._always_walk)
+        return bool(self._keys or self._rules or self._user_rules or self._always_walk)
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -306,9 +312,7 @@ class Redactor:
     def suspicious(self, text: str) -> bool:
         """True when some rule might match in the JSON text ``text`` (cheap; never False
         where a rule would match)."""
-        if self._scanner.survey(text) is not None:
-            return True
-        return bool(self._squeezed) and self._user_keys_in_json(text)
+        return self._survey(text, None) is not None
 
     def sensitive_key(self, name: str) -> bool:
         """True when a member named ``name`` has its value redacted."""
@@ -322,20 +326,16 @@ class Redactor:
         return False
 
     # -- internals -------------------------------------------------------------------
-    def _user_keys_in_json(self, text: str) -> bool:
-        """A member named after one of your keys, in any spelling: its glued letters and
-        the colon after it remain once all but letters and colons are dropped
-        (``"Internal_Ref_2":`` -> ``internalref:``)."""
-        squeezed = text.lower().encode("utf-8", "surrogatepass").translate(None, _SQUEEZE)
-        return any(needle in squeezed for needle in self._squeezed)
-
     def _survey(self, text: str, known: KnownSecrets | None) -> Survey | None:
         """What the JSON text ``text`` may hold to redact (None: nothing)."""
         if known is not None and self._learn and known.found_in_json(text):
             return EVERYTHING
-        if self._squeezed and self._user_keys_in_json(text):
-            return EVERYTHING
-        return self._scanner.survey(text)
+        verdict = self._set.check(text)
+        if verdict == CLEAR:
+            return None
+        if verdict == BUILTIN:
+            return self._scanner.survey(text)
+        return EVERYTHING
 
     def _walk_root(self, value: JSON, run: _Pass) -> JSON:
         redacted = self._walk(value, "$", run)
@@ -455,9 +455,6 @@ def _worth_redacting(value: JSON) -> bool:
     if value is None or isinstance(value, bool) or is_marker(value):
         return False
     return not (isinstance(value, str | list | dict) and len(value) == 0)
-
-
-_SQUEEZE = bytes(b for b in range(256) if b not in b"abcdefghijklmnopqrstuvwxyz:")
 
 
 # --- the active redactor --------------------------------------------------------------

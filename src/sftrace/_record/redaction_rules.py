@@ -20,75 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sftrace._errors import ConfigError
-
-# --- key names --------------------------------------------------------------------
-
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
-# Built-in sensitive key names, as words (matched against the trailing words of a key,
-# trailing numbers left out: ``password2`` and ``api_key_1`` match too).
-BUILTIN_KEYS: Final[tuple[str, ...]] = (
-    "password",
-    "passwd",
-    "passphrase",
-    "passcode",
-    "pwd",
-    "pin",
-    "secret",
-    "client secret",
-    "token",
-    "api key",
-    "access key",
-    "secret key",
-    "private key",
-    "authorization",
-    "cookie",
-    "credential",
-    "credentials",
-    "session id",
-)
-
-
-def key_words(name: str) -> list[str]:
-    """``"openaiApiKey"`` -> ``["openai", "api", "key"]`` (lowercase words of a key name)."""
-    return [word.lower() for word in _WORD.findall(name)]
-
-
-@functools.lru_cache(maxsize=4096)
-def key_suffixes(name: str) -> tuple[str, ...]:
-    """Every trailing run of words of ``name``, glued, trailing numbers (of up to four
-    digits each) left out: ``x-api-key-2`` -> xapikey, apikey, key."""
-    words = key_words(name)
-    while len(words) > 1 and words[-1].isdigit() and len(words[-1]) <= MAX_KEY_NUMBER:
-        words.pop()
-    return tuple("".join(words[i:]) for i in range(len(words)))
-
-
-MAX_KEY_NUMBER: Final = 4
-
-
-def key_needle(name: str) -> str:
-    """The longest word of a key name (the last of equals): a key only matches the name
-    when it holds this word as it is, so the scan can look for it (``clientSecret``,
-    ``client_secret`` and ``clientsecret`` hold ``secret``)."""
-    words = key_words(name)
-    return max(reversed(words), key=len)
-
-
-def glued(name: str) -> str:
-    return "".join(key_words(name))
-
-
-def _name_in_text(name: str) -> str:
-    """A pattern for a key name written in free text: words joined by optional separators.
-
-    Names of three letters or fewer (``pin``, ``pwd``) must start a word, so that
-    ``spin: 3`` keeps its value.
-    """
-    words = key_words(name)
-    pattern = r"[-_. ]?".join(re.escape(word) for word in words)
-    return rf"(?<![A-Za-z]){pattern}" if len("".join(words)) <= 3 else pattern
-
+from sftrace._record.redaction_keys import MAX_KEY_NUMBER, key_words, name_in_text
 
 # The characters that base64 runs are made of (a long run is skipped by the scan: see
 # Rule.inside).
@@ -121,10 +53,6 @@ class Rule:
     (``[A-Za-z0-9_-]``): a text without such a run is not searched for the rule (prose
     and code rarely have one; keys and ids do).
     ``check``: called with the secret; a match it refuses is kept as it is.
-    ``names``: for a rule with an anchor, the names (as words) that its matches start
-    with, where ``keywords`` are their first words only.
-    ``needs``: a regex that the case-folded JSON text of every match matches (the
-    quick check skips the rule's keywords in a text it does not match).
     """
 
     name: str
@@ -137,8 +65,6 @@ class Rule:
     inside: tuple[str, ...] = ()
     anchor: str = ""
     token_run: int = 0
-    names: tuple[str, ...] = ()
-    needs: str = ""
 
 
 # How far before its anchor a keyword may start, beyond the length of the longest name:
@@ -392,14 +318,6 @@ _TOKEN_RUNS: Final[dict[str, int]] = {
     "npm_token": 40,
 }
 
-# Rule.needs: command lines give a password after -p, --password..., a user after -u.
-# (A private key's -----BEGIN holds "--" too.)
-# A JWT's payload starts ".eyJ".
-_NEEDS: Final[dict[str, str]] = {
-    "cli_password": r"-[-pu]",
-    "private_key": r"-[-pu]",
-    "jwt": r"\.eyj",
-}
 
 BUILTIN_PATTERN_NAMES: Final[tuple[str, ...]] = (
     *dict.fromkeys(name for name, _, _, _ in _SPECS),
@@ -412,7 +330,7 @@ def assignment_rule(names: Iterable[str]) -> Rule:
     """A sensitive name in free text (a number after it allowed: ``api_key_2``) followed
     by ':' or '=' (env dumps, query strings, logs, JSON embedded in a string): the value
     after it goes."""
-    unique = sorted({_name_in_text(name) for name in names}, key=len, reverse=True)
+    unique = sorted({name_in_text(name) for name in names}, key=len, reverse=True)
     keywords = tuple(sorted({key_words(name)[0] for name in names}))
     find = (
         rf"(?i)(?:{'|'.join(unique)})(?:[-_]?[0-9]{{1,{MAX_KEY_NUMBER}}})?(?![A-Za-z0-9])"
@@ -424,7 +342,6 @@ def assignment_rule(names: Iterable[str]) -> Rule:
         keywords,
         requires=_REQUIRES[ASSIGNMENT],
         anchor=":=",
-        names=tuple(sorted(set(names))),
         examples=(
             'password="correct horse battery staple"',
             "password\t: EXAMPLE",
@@ -448,7 +365,6 @@ def _builtin_fixed() -> tuple[Rule, ...]:
             inside=_INSIDE.get(name, ()),
             anchor=":" if name == "http_credentials" else "",
             token_run=_TOKEN_RUNS.get(name, 0),
-            needs=_NEEDS.get(name, ""),
         )
         for name, find, keywords, examples in _SPECS
     )

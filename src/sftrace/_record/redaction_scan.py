@@ -25,7 +25,6 @@ a string is in its JSON text too (a ``\\u`` or ``\\/`` escape makes the text sus
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,18 +37,9 @@ from sftrace._record.redaction_apply import (
     redact_plain,
     substitute_at,
 )
-from sftrace._record.redaction_quick import QuickCheck
 from sftrace._record.redaction_rules import RUN_CHARACTERS, Rule
+from sftrace._record.redaction_view import HEAD, View, fold, run_classes, shape_runs
 
-# Characters that regular expressions match case-insensitively to an ASCII letter but
-# that str.lower() leaves alone (U+0130, which lowers to two characters, is handled by
-# the length check in fold()).
-_FOLD_EXTRA = str.maketrans({"\u017f": "s", "\u0131": "i"})
-_RUN_TABLE = bytes(ord("a") if chr(b) in RUN_CHARACTERS else ord(" ") for b in range(256))
-# Runs at least this long have their inside skipped by the keyword search (base64
-# images, blobs); rules that can match there are searched by their ``inside`` literals.
-LONG_RUN = 256
-HEAD = 32  # more than the longest keyword
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 TOKEN_RUN: Final = "<token run>"  # a gate: the text has a long run of token characters
 _TOKEN_TABLE = bytes(
@@ -61,47 +51,6 @@ _TOKEN_RUNS = {length: b"a" * length for length in range(1, 64)}
 
 def _token_classes(text: str) -> bytes:
     return text.encode("latin-1", "replace").translate(_TOKEN_TABLE)
-
-
-def fold(text: str) -> str | None:
-    """``text`` case folded as IGNORECASE regexes compare it, position for position;
-    None when folding changes its length (then positions can't be shared)."""
-    low = text.lower()
-    if text.isascii():
-        return low
-    if len(low) != len(text):
-        return None
-    if "\u017f" in low or "\u0131" in low:
-        low = low.translate(_FOLD_EXTRA)
-    return low
-
-
-def run_classes(text: str) -> bytes:
-    """One byte per character: ``a`` for a run character, a space for any other."""
-    # latin-1 with replacement keeps one byte per character, so positions carry over.
-    return text.encode("latin-1", "replace").translate(_RUN_TABLE)
-
-
-def shape_runs(classes: bytes, length: int, json_text: str | None = None) -> list[int]:
-    """Where the runs of exactly ``length`` run characters start.
-
-    ``json_text``: the JSON text ``classes`` are of, where the letters of an escape
-    (``\\n``, ``\\u001f``) may run on before a string's run: runs up to five longer
-    count too when a backslash precedes them.
-    """
-    needle = b"a" * length
-    starts: list[int] = []
-    at = classes.find(needle)
-    while at != -1:
-        end = classes.find(b" ", at + length)
-        if end == -1:
-            end = len(classes)
-        if end - at == length or (
-            json_text and end - at <= length + 5 and at > 0 and json_text[at - 1] == "\\"
-        ):
-            starts.append(at)
-        at = classes.find(needle, end)
-    return starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,11 +119,9 @@ class Scanner:
         rules: Sequence[Rule],
         *,
         key_needles: Sequence[str] = (),
-        key_names: Sequence[str] = (),
         keep: int = 64,
     ) -> None:
         self.rules = tuple(rules)
-        self._quick = QuickCheck(self.rules, key_names)
         self._keep = keep
         for rule in self.rules:
             for keyword in (*rule.keywords, *(key.lower() for key in rule.inside)):
@@ -224,7 +171,7 @@ class Scanner:
             self._needle_sets[gates] = needles
         return needles
 
-    def _anchor_windows(self, low: str, key_quotes: bool = False) -> _View | None:
+    def _anchor_windows(self, low: str, key_quotes: bool = False) -> View | None:
         """The stretches before each anchor character where an anchored keyword may start,
         joined (NUL between them; positions map back to ``low``), or None when anchors are
         so many that searching the whole text is cheaper.
@@ -256,7 +203,7 @@ class Scanner:
             pieces.append(low[start:at])
             length += at - start + 1
             last = at
-        return _View("\0".join(pieces), True, tuple(starts), tuple(origins))
+        return View("\0".join(pieces), True, tuple(starts), tuple(origins))
 
     def _gates_of(self, text: str) -> frozenset[str]:
         """The tested characters in ``text``, and TOKEN_RUN when it has a run of token
@@ -288,7 +235,7 @@ class Scanner:
         needles it lacks are not looked for.
         """
         classes = run_classes(text)
-        view = _View.of(text, classes, self._keep)
+        view = View.of(text, classes, self._keep)
         low = fold(view.text)
         if low is None:
             return None
@@ -324,12 +271,10 @@ class Scanner:
     def survey(self, json_text: str) -> Survey | None:
         """What in a JSON text might be redacted; None when no rule can match any of its
         strings and no member name holds a key needle (the value needs no walk)."""
-        if self._quick.clear(json_text):
-            return None
         if "\\u" in json_text or "\\/" in json_text:
             return EVERYTHING
         classes = run_classes(json_text)
-        view = _View.of(json_text, classes, self._keep)
+        view = View.of(json_text, classes, self._keep)
         low = fold(view.text)
         if low is None:
             return EVERYTHING
@@ -408,7 +353,7 @@ def _holds(hay: str, needle: _Needle) -> bool:
     return any(keyword in hay for keyword, _ in needle.keywords)
 
 
-def _find(hay: str, needle: _Needle, found: dict[int, list[int]], *views: _View) -> None:
+def _find(hay: str, needle: _Needle, found: dict[int, list[int]], *views: View) -> None:
     """Note where the keywords of ``needle`` start in ``hay`` (mapped back through
     ``views``, innermost first)."""
     at = hay.find(needle.text)
@@ -445,53 +390,6 @@ def _merge(by_keyword: dict[str, list[int]]) -> tuple[_Needle, ...]:
         root = _root(keyword, by_keyword)
         needles.setdefault(shared.get(root, root), []).append((keyword, tuple(indexes)))
     return tuple(_Needle(text, tuple(entries)) for text, entries in sorted(needles.items()))
-
-
-@dataclass(frozen=True, slots=True)
-class _View:
-    """A text with the inside of its long runs cut out (each cut leaves a NUL), and the
-    way back to positions in the text."""
-
-    text: str
-    cut: bool
-    starts: tuple[int, ...] = ()  # where each kept piece starts in the view
-    origins: tuple[int, ...] = ()  # ... and in the text
-
-    @staticmethod
-    def of(text: str, classes: bytes, keep: int) -> _View:
-        long = b"a" * LONG_RUN
-        at = classes.find(long)
-        if at == -1:
-            return _View(text, False)
-        pieces: list[str] = []
-        starts: list[int] = []
-        origins: list[int] = []
-        length = 0
-        last = 0
-        while at != -1:
-            end = classes.find(b" ", at)
-            if end == -1:
-                end = len(classes)
-            # The head of the run stays too: a keyword may start before the run and end
-            # inside it (hooks.slack.com/services...).
-            head = at + HEAD
-            starts.append(length)
-            origins.append(last)
-            pieces.append(text[last:head])
-            pieces.append("\0")
-            length += head - last + 1
-            last = end - keep
-            at = classes.find(long, end)
-        starts.append(length)
-        origins.append(last)
-        pieces.append(text[last:])
-        return _View("".join(pieces), True, tuple(starts), tuple(origins))
-
-    def original(self, position: int) -> int:
-        if not self.cut:
-            return position
-        piece = bisect.bisect_right(self.starts, position) - 1
-        return self.origins[piece] + position - self.starts[piece]
 
 
 def _check_keyword(rule: Rule, keyword: str) -> None:

@@ -1,0 +1,443 @@
+"""Which rules can match anywhere in a JSON text: one pass of one RE2 set.
+
+Most recorded values hold nothing to redact. Before a value is parsed and walked, its
+JSON text goes once through an RE2 ``Set`` (a DFA of every pattern at once: linear time,
+no backtracking) holding, for each value rule, a *relaxation* of its regex (a pattern
+matching at least every text the rule matches), and one pattern for the sensitive
+member names. No pattern matches: nothing in the value can be redacted.
+
+The relaxation (:func:`relax`) is built from Python's own parse of the rule's regex, so
+built-in rules and ``Redactor(patterns=...)`` alike enter the set:
+
+- it runs on the JSON text, where a string's characters may be escaped: every character
+  class also matches the escapes that can stand for one of its characters (``\\n``,
+  ``\\"``, ``\\u00e9``...);
+- case-insensitive letters are spelled out as classes (``[sS]`` and the long s: the few characters
+  Python folds to an ASCII letter, where RE2 differs, are in ``FOLDS``);
+- what RE2 lacks is dropped or widened: lookarounds match anywhere, except a one-character
+  negative lookbehind starting the pattern (lookahead ending it), which becomes "the
+  character before (after) is outside the class, or a quote" (the quote that starts or
+  ends a JSON string); backreferences match any text, ``\\b``, ``^`` and ``$`` anywhere;
+  ``\\d`` and ``\\w`` are Unicode properties at least as wide as Python's.
+
+Every widening keeps the relaxation a superset, so a text the set clears is one no
+rule matches in any of its strings. When the set cannot tell (RE2's DFA ran out of
+memory on a pathological text: its end-of-text sentinel is missing from the result, or
+the text is not valid UTF-8), the caller takes the slow path.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from re import _constants as sre  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any, Final
+
+from sftrace._record.redaction_keys import key_words
+from sftrace._record.redaction_rules import Rule
+
+CLEAR: Final = 0  # nothing can match
+BUILTIN: Final = 1  # a built-in rule or a sensitive member name may match
+ANY: Final = 2  # a rule of your own may match, or the set cannot tell
+
+# Characters other than the letter's two cases that Python's IGNORECASE matches to an
+# ASCII letter (tests/test_redaction_set.py checks this against every code point).
+FOLDS: Final[dict[str, str]] = {"i": "\u0130\u0131", "k": "\u212a", "s": "\u017f"}
+# Python's \s on str (str.isspace()).
+SPACES: Final[tuple[tuple[int, int], ...]] = (
+    (0x09, 0x0D),
+    (0x1C, 0x20),
+    (0x85, 0x85),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+)
+_MAX = 0x10FFFF
+_SURROGATES = (0xD800, 0xDFFF)
+# JSON's short escapes: the character, and the letter after the backslash.
+_SHORT = {'"': '"', "\\": "\\\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+_UNICODE_ESCAPE = r"u[0-9A-Fa-f]{4}(?:\\u[0-9A-Fa-f]{4})?"
+# Counted repeats above this become open-ended (keeps the DFA small; a superset).
+_MAX_COUNT = 100
+_SEPARATOR = ((0, 0x2F), (0x3A, 0x40), (0x5B, 0x60), (0x7B, _MAX))  # [^A-Za-z0-9]
+_NOT_LETTER = ((0, 0x40), (0x5B, 0x60), (0x7B, _MAX))  # [^A-Za-z]
+_ASCII_WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+_ASCII_SPACES = ((0x09, 0x0D), (0x20, 0x20))
+
+
+class _Class:
+    """A set of characters: code point ranges and RE2 Unicode properties."""
+
+    __slots__ = ("props", "ranges")
+
+    def __init__(self, ranges: Sequence[tuple[int, int]] = (), props: Sequence[str] = ()):
+        self.ranges = _normalised(ranges)
+        self.props = tuple(props)
+
+    def complement(self) -> _Class:
+        """The characters outside (only for a class without properties)."""
+        assert not self.props
+        gaps: list[tuple[int, int]] = []
+        at = 0
+        for low, high in self.ranges:
+            if low > at:
+                gaps.append((at, low - 1))
+            at = high + 1
+        if at <= _MAX:
+            gaps.append((at, _MAX))
+        return _Class(gaps)
+
+    def holds(self, char: str) -> bool:
+        """Whether ``char`` (ASCII) is in the class (properties hold no ASCII escapes)."""
+        code = ord(char)
+        return any(low <= code <= high for low, high in self.ranges)
+
+    def pattern(self) -> str:
+        """This class in RE2 syntax, matching each character as JSON text may write it."""
+        parts = [
+            _char(low) if low == high else f"{_char(low)}-{_char(high)}"
+            for low, high in _without_surrogates(self.ranges)
+        ]
+        parts.extend(rf"\p{{{prop}}}" for prop in self.props)
+        escapes = "".join(letter for char, letter in _SHORT.items() if self.holds(char))
+        alternatives = [f"[{''.join(parts)}]"] if parts else []
+        alternatives.append(
+            rf"\\(?:[{escapes}]|{_UNICODE_ESCAPE})" if escapes else rf"\\{_UNICODE_ESCAPE}"
+        )
+        return f"(?:{'|'.join(alternatives)})"
+
+
+def _char(code: int) -> str:
+    return rf"\x{{{code:x}}}"
+
+
+def _normalised(ranges: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
+        else:
+            merged.append((low, high))
+    return tuple(merged)
+
+
+def _without_surrogates(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    result: list[tuple[int, int]] = []
+    for low, high in ranges:
+        if high < _SURROGATES[0] or low > _SURROGATES[1]:
+            result.append((low, high))
+            continue
+        if low < _SURROGATES[0]:
+            result.append((low, _SURROGATES[0] - 1))
+        if high > _SURROGATES[1]:
+            result.append((_SURROGATES[1] + 1, high))
+    return result
+
+
+def _folded(code: int) -> list[tuple[int, int]]:
+    """The characters IGNORECASE matches to the character ``code`` (a superset)."""
+    char = chr(code)
+    if not char.isascii():
+        # Every non-ASCII character, and the ASCII letters it folds to (K to k).
+        ascii_folds = [
+            (c, c) for c in range(0x80) if re.fullmatch(re.escape(char), chr(c), re.IGNORECASE)
+        ]
+        return [(0x80, _MAX), *ascii_folds]
+    if not char.isalpha():
+        return [(code, code)]
+    low = char.lower()
+    return [(ord(c), ord(c)) for c in low + low.upper() + FOLDS.get(low, "")]
+
+
+def _category(category: Any, flags: int, negated: bool) -> _Class | None:
+    """A ``\\d``, ``\\s`` or ``\\w`` (or a negation): a superset of what Python matches,
+    or, inside a negated class (``negated``), a subset; None: no such subset."""
+    ascii_only = bool(flags & re.ASCII)
+    spaces = _Class(_ASCII_SPACES if ascii_only else SPACES)
+    digits = _Class([(0x30, 0x39)])
+    words = _Class(_ASCII_WORD)
+    wide = not ascii_only and not negated
+    if negated and not ascii_only and category in (sre.CATEGORY_NOT_DIGIT, sre.CATEGORY_NOT_WORD):
+        return None
+    table = {
+        sre.CATEGORY_DIGIT: _Class(digits.ranges, ["Nd"]) if wide else digits,
+        sre.CATEGORY_SPACE: spaces,
+        sre.CATEGORY_WORD: _Class(words.ranges, ["L", "N"]) if wide else words,
+        sre.CATEGORY_NOT_DIGIT: digits.complement(),
+        sre.CATEGORY_NOT_SPACE: spaces.complement(),
+        sre.CATEGORY_NOT_WORD: words.complement(),
+    }
+    return table.get(category)
+
+
+def _class(items: Sequence[tuple[Any, Any]], flags: int) -> _Class:
+    """The characters an ``IN`` item list matches (a superset)."""
+    negated = bool(items) and items[0][0] is sre.NEGATE
+    ignore = bool(flags & re.IGNORECASE) and not negated
+    ranges: list[tuple[int, int]] = []
+    props: list[str] = []
+    for op, av in items[1:] if negated else items:
+        if op is sre.LITERAL:
+            ranges.extend(_folded(av) if ignore else [(av, av)])
+        elif op is sre.RANGE:
+            low, high = av
+            ranges.append((low, high))
+            if ignore:
+                for code in range(low, min(high, 0x7F) + 1):
+                    ranges.extend(_folded(code))
+                if high >= 0x80:
+                    ranges.append((0x80, _MAX))
+        elif op is sre.CATEGORY:
+            category = _category(av, flags, negated)
+            if category is not None:  # (negated: excluding less is wider)
+                ranges.extend(category.ranges)
+                props.extend(category.props)
+        else:
+            return _Class([(0, _MAX)])  # anything else: any character
+    # Python's negated class under IGNORECASE excludes the listed characters' folds too;
+    # excluding only the characters themselves is wider.
+    return _Class(ranges).complement() if negated else _Class(ranges, props)
+
+
+def _exact(item: tuple[Any, Any], flags: int) -> bool:
+    """Whether ``_single(item)`` is exactly what Python matches (ASCII, no folds left
+    out)."""
+    op, av = item
+    ignore = bool(flags & re.IGNORECASE)
+    if op in (sre.LITERAL, sre.NOT_LITERAL):
+        return av < 0x80 and not (op is sre.NOT_LITERAL and ignore and chr(av).isalpha())
+    if op is not sre.IN:
+        return False
+    negated = bool(av) and av[0][0] is sre.NEGATE
+    for kind, value in av[1:] if negated else av:
+        if kind is sre.CATEGORY:
+            if value not in (sre.CATEGORY_SPACE, sre.CATEGORY_NOT_SPACE):
+                return False
+            continue
+        low, high = (value, value) if kind is sre.LITERAL else value
+        if kind not in (sre.LITERAL, sre.RANGE) or high >= 0x80:
+            return False
+        if negated and ignore and any(chr(c).isalpha() for c in range(low, high + 1)):
+            return False
+    return True
+
+
+def _single(item: tuple[Any, Any], flags: int) -> _Class | None:
+    """The characters a one-character item matches, or None (not one character)."""
+    op, av = item
+    ignore = bool(flags & re.IGNORECASE)
+    if op is sre.LITERAL:
+        return _Class(_folded(av) if ignore else [(av, av)])
+    if op is sre.NOT_LITERAL:
+        return _Class([(av, av)]).complement()
+    if op is sre.IN:
+        return _class(av, flags)
+    if op is sre.ANY:
+        return _Class([(0, _MAX)] if flags & re.DOTALL else [(0, 9), (11, _MAX)])
+    return None
+
+
+def _edge(item: tuple[Any, Any], flags: int, before: bool) -> str | None:
+    """A one-character negative lookbehind (``before``) or lookahead as a pattern that
+    consumes the character: outside the class, or the quote around a JSON string, or the
+    text's edge; None when ``item`` is not one."""
+    op, av = item
+    if op is not sre.ASSERT_NOT or (av[0] == -1) != before or len(av[1]) != 1:
+        return None
+    if not _exact(av[1][0], flags):
+        return None
+    inside = _single(av[1][0], flags)
+    assert inside is not None
+    outside = inside.complement()
+    quoted = _Class([*outside.ranges, (0x22, 0x22)])
+    return f"(?:{'^' if before else '$'}|{quoted.pattern()})"
+
+
+def _sequence(items: Sequence[tuple[Any, Any]], flags: int, *, edges: bool = False) -> str:
+    parts = []
+    last = len(items) - 1
+    skip = -1
+    for index, item in enumerate(items):
+        if index <= skip:
+            continue
+        edge = None
+        if edges and index in (0, last):
+            edge = _edge(item, flags, before=index == 0)
+        run = _run_holding(items, index, flags)
+        if run is not None:
+            edge, skip = run
+        parts.append(edge if edge is not None else _item(item, flags))
+    return "".join(parts)
+
+
+def _run_holding(
+    items: Sequence[tuple[Any, Any]], index: int, flags: int
+) -> tuple[str, int] | None:
+    """``(?=C*X)`` (more lookaheads may follow) before an exact run ``C{n}`` that the
+    next item ends (``(?![C...])``), X within C: the run holding an X, as n branches
+    (``[C-X]{k}XC{n-1-k}``: AWS secrets hold an upper case letter, hex ids none); and
+    the index of the run. None when the items are not that."""
+    op, av = items[index]
+    if op is not sre.ASSERT or av[0] != 1 or len(av[1]) != 2:
+        return None
+    (repeat, (low, high, inner)), needed = list(av[1])
+    if repeat is not sre.MAX_REPEAT or low != 0 or high is not sre.MAXREPEAT:
+        return None
+    at = index + 1
+    while at < len(items) and items[at][0] is sre.ASSERT:
+        at += 1
+    if at + 1 >= len(items) or len(inner) != 1:
+        return None
+    (kind, count), end = items[at], items[at + 1]
+    if kind is not sre.MAX_REPEAT or count[0] != count[1] or list(count[2]) != list(inner):
+        return None
+    if not 0 < count[0] <= 64 or end[0] is not sre.ASSERT_NOT or end[1][0] != 1:
+        return None
+    run, need = _single(inner[0], flags), _single(needed, flags)
+    after = end[1][1]
+    bound = _single(after[0], flags) if len(after) == 1 and _exact(after[0], flags) else None
+    if run is None or need is None or bound is None or run.props or need.props:
+        return None
+    if _minus(run.ranges, bound.ranges) or _minus(need.ranges, run.ranges):
+        return None  # (the run might go on, or X be outside it)
+    other = _Class(_minus(run.ranges, need.ranges)).pattern()
+    length = count[0]
+    branches = [
+        f"{other}{{{k}}}{need.pattern()}{run.pattern()}{{{length - 1 - k}}}" for k in range(length)
+    ]
+    return f"(?:{'|'.join(branches)})", at
+
+
+def _minus(
+    ranges: Sequence[tuple[int, int]], taken: Sequence[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The characters of ``ranges`` outside ``taken``, as ranges."""
+    outside = _Class(taken).complement().ranges
+    result = []
+    for low, high in ranges:
+        for out_low, out_high in outside:
+            if max(low, out_low) <= min(high, out_high):
+                result.append((max(low, out_low), min(high, out_high)))
+    return result
+
+
+def _item(item: tuple[Any, Any], flags: int) -> str:
+    op, av = item
+    single = _single(item, flags)
+    if single is not None:
+        return single.pattern()
+    if op is sre.SUBPATTERN:
+        _, add, remove, inner = av
+        return f"(?:{_sequence(list(inner), (flags | add) & ~remove)})"
+    if op is sre.BRANCH:
+        return "(?:" + "|".join(_sequence(list(b), flags) for b in av[1]) + ")"
+    if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)):
+        low, high, inner = av
+        body = f"(?:{_sequence(list(inner), flags)})"
+        low = min(low, _MAX_COUNT)
+        if high is sre.MAXREPEAT or high > _MAX_COUNT:
+            return f"{body}{{{low},}}" if low else f"{body}*"
+        return f"{body}{{{low},{high}}}"
+    if op is getattr(sre, "ATOMIC_GROUP", None):
+        return f"(?:{_sequence(list(av), flags)})"
+    if op is sre.GROUPREF_EXISTS:
+        _, yes, no = av
+        options = [_sequence(list(yes), flags), _sequence(list(no), flags) if no else ""]
+        return "(?:" + "|".join(options) + ")"
+    if op is sre.GROUPREF:
+        return r"(?s:.)*"  # the group's text: some text
+    # AT (^ $ \b \A \Z), lookarounds: hold anywhere.
+    return ""
+
+
+def relax(pattern: re.Pattern[str]) -> str:
+    """An RE2 pattern matching, in the JSON text of any value, wherever ``pattern`` can
+    match one of the value's strings (and possibly elsewhere)."""
+    parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    return _sequence(list(parsed), parsed.state.flags, edges=True) or "(?s:.)*"
+
+
+def names_pattern(names: Sequence[str]) -> str:
+    """Member names whose trailing words are one of ``names``, before the ``:`` after
+    them: each name's letters in either case with anything but a letter or a digit
+    between them (``a_pi_key``), then anything but a letter up to ``:``."""
+    separator = f"{_Class(_SEPARATOR).pattern()}*"
+    spelled = []
+    for name in sorted({"".join(key_words(name)) for name in names}):
+        letters = [_Class([(ord(c), ord(c)), (ord(c.upper()), ord(c.upper()))]) for c in name]
+        spelled.append(separator.join(letter.pattern() for letter in letters))
+    return f"(?:{'|'.join(spelled)}){_Class(_NOT_LETTER).pattern()}*:"
+
+
+class RuleSet:
+    """The RE2 set of the value rules ``rules`` (built-in) and ``own`` (yours), and of
+    the sensitive member ``names`` (built-in) and ``own_names``; built on first use
+    (importing RE2 then)."""
+
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        own: Sequence[Rule],
+        *,
+        names: Sequence[str] = (),
+        own_names: Sequence[str] = (),
+        max_mem: int = 64 << 20,
+    ) -> None:
+        self._patterns = [relax(rule.find) for rule in rules]
+        if names:
+            self._patterns.append(names_pattern(names))
+        self._own = [relax(rule.find) for rule in own]
+        if own_names:
+            self._own.append(names_pattern(own_names))
+        self._set: Any = None
+        self._lock = threading.Lock()
+        self._max_mem = max_mem
+
+    def _compiled(self) -> Any:
+        import re2  # type: ignore[import-untyped]
+
+        with self._lock:
+            if self._set is None:
+                options = re2.Options()
+                options.max_mem = self._max_mem
+                options.log_errors = False
+                compiled = re2.Set.SearchSet(options)
+                compiled.Add(r"\z")  # the sentinel: found unless the DFA gave up
+                for pattern in [*self._patterns, *self._own]:
+                    try:
+                        compiled.Add(pattern)
+                    except re2.error:  # beyond RE2's limits: may match anywhere
+                        compiled.Add(r"(?s:.)*")
+                try:
+                    compiled.Compile()
+                except re2.error:  # too big for max_mem: can never tell
+                    compiled = _Unknown()
+                self._set = compiled
+        return self._set
+
+    def check(self, json_text: str) -> int:
+        """CLEAR, BUILTIN or ANY (see above) for the JSON text ``json_text``."""
+        compiled = self._set or self._compiled()
+        try:
+            data = json_text.encode()
+        except UnicodeEncodeError:  # (lone surrogates)
+            return ANY
+        found = compiled.Match(data)
+        if not found or 0 not in found:
+            return ANY  # (the sentinel, pattern 0, is missing)
+        if len(found) == 1:
+            return CLEAR
+        return ANY if max(found) > len(self._patterns) else BUILTIN
+
+
+class _Unknown:
+    """A set that could not be compiled: it matches nothing, not even its sentinel."""
+
+    def Match(self, data: bytes) -> None:
+        return None
