@@ -304,3 +304,28 @@ def test_exported_test_of_a_custom_failure_judges_the_agent_not_a_divergence(
     fixed = invoke(*export, "-e", f"{name}:fixed", "-o", "tests/test_quota.py", "--overwrite")
     assert fixed.exit_code == 0, fixed.output
     _run(pytester).assert_outcomes(passed=1)
+
+
+def test_export_match_unordered_for_an_agent_whose_concurrent_calls_vary(
+    pytester: pytest.Pytester,
+) -> None:
+    """--match unordered: the exported test replays unordered, so an agent making the
+    recorded calls in another order (concurrent calls) passes; a strict test fails."""
+    steps = [tool("lookup", {"days": 45}, order_id="A-1"), tool("notify", {"ok": True}, to="ops")]
+    bundle = record_steps(pytester.path / "run.sftrace", steps, output={"done": True})
+    (pytester.path / "racy_agent.py").write_text(
+        "from regress_helpers import play, tool\n\n"
+        "def swapped():\n"
+        '    steps = [tool("notify", {"ok": True}, to="ops"),\n'
+        '             tool("lookup", {"days": 45}, order_id="A-1")]\n'
+        '    return play(steps, {"done": True})\n'
+    )
+    for match, outcome in (("unordered", {"passed": 1}), ("strict", {"failed": 1})):
+        exported = invoke(
+            "export", bundle, "--pytest", "-e", "racy_agent:swapped", "--match", match,
+            "-o", "test_racy.py", "--overwrite",
+        )  # fmt: skip
+        assert exported.exit_code == 0, exported.output
+        text = (pytester.path / "test_racy.py").read_text()
+        assert ('match="unordered"' in text) == (match == "unordered")
+        _run(pytester).assert_outcomes(**outcome)

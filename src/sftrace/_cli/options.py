@@ -11,6 +11,7 @@ from typing import TypeVar
 import click
 
 from sftrace._errors import ConfigError
+from sftrace._model.policy import MatchMode
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -37,6 +38,17 @@ def agent_stdout(as_json: bool) -> contextlib.AbstractContextManager[object]:
     """Where the agent's prints go while it runs: with ``--json`` stdout carries only the
     document, so they go to stderr; else they stay on stdout."""
     return contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+
+
+# How reached calls are paired with recorded ones, as replay and export take it.
+MATCH_OPTION = click.option(
+    "--match",
+    type=click.Choice([match.value for match in MatchMode]),
+    default=MatchMode.STRICT.value,
+    show_default=True,
+    help="strict: the Nth call must match the Nth recorded call; unordered: any unused "
+    "recorded call with the same kind, name and input (for concurrent calls).",
+)
 
 
 def expectation_file_options(*, output_help: str, trajectory_help: str) -> Callable[[F], F]:

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy
-from sftrace._cli.options import expectation_file_options
+from sftrace._cli.options import MATCH_OPTION, expectation_file_options
 from sftrace._cli.output import echo, human_console, printable
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
@@ -304,6 +304,7 @@ def _print_result(console: Console, result: CaseResult) -> None:
     help="The test module to write (default: test_<bundle name>.py).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace the test module if it exists.")
+@MATCH_OPTION
 def export_command(
     bundle: Path,
     as_pytest: bool,
@@ -312,6 +313,7 @@ def export_command(
     expect_trajectory: Path | None,
     output: Path | None,
     overwrite: bool,
+    match: str,
 ) -> None:
     """Turn a recorded run (BUNDLE) into a regression test.
 
@@ -329,6 +331,7 @@ def export_command(
             expect_trajectory=expect_trajectory,
             output=output,
             overwrite=overwrite,
+            match=match,
         )
     echo(f"wrote {written}")
     if expect_output is None and expect_trajectory is None:

@@ -22,6 +22,7 @@ from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.options import (
     ENTRYPOINT_OPTION,
     JSON_OPTION,
+    MATCH_OPTION,
     agent_stdout,
     parse_match_ignore_option,
     parse_tiers_option,
@@ -29,7 +30,7 @@ from sftrace._cli.options import (
 from sftrace._cli.replay_report import print_report, replay_document, replay_verdict
 from sftrace._cli.view import finish_page, html_option
 from sftrace._errors import BundleError, ConfigError
-from sftrace._model.policy import MatchMode, ReplayMode
+from sftrace._model.policy import ReplayMode
 from sftrace._replay.options import ReplayOptions
 from sftrace._replay.run import Entrypoint, resolve_entrypoint, run_replay
 from sftrace._view.render import render_replay
@@ -64,14 +65,7 @@ def register(group: click.Group) -> None:
     metavar="NAME",
     help="In live mode, let this tool run for real (repeatable).",
 )
-@click.option(
-    "--match",
-    type=click.Choice([match.value for match in MatchMode]),
-    default=MatchMode.STRICT.value,
-    show_default=True,
-    help="strict: the Nth call must match the Nth recorded call; unordered: any unused "
-    "recorded call with the same kind, name and input.",
-)
+@MATCH_OPTION
 @click.option(
     "--tiers",
     metavar="TIER,...",

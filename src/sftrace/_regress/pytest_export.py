@@ -30,6 +30,7 @@ import orjson
 
 from sftrace._bundle.load import load_bundle
 from sftrace._errors import ConfigError
+from sftrace._model.policy import MatchMode
 from sftrace._model.text import first_line
 from sftrace._regress.expectations import Expectations, expectations_from_files
 from sftrace._replay.run import resolve_entrypoint
@@ -46,14 +47,17 @@ def export_pytest(
     expect_trajectory: str | os.PathLike[str] | None = None,
     output: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    match: MatchMode | str = MatchMode.STRICT,
 ) -> Path:
     """Write a pytest module replaying ``bundle`` against ``entrypoint``; return its path.
 
     ``expect_output``: a JSON file holding the corrected output. ``expect_trajectory``:
     an expectations document (JSON or TOML; see ``sftrace.Expectations``). ``output``:
     the module to write (default ``test_<bundle name>.py`` in the working directory);
-    an existing file is replaced only with ``overwrite``.
+    an existing file is replaced only with ``overwrite``. ``match``: how the test's replay
+    pairs calls (``"unordered"`` for an agent whose concurrent calls vary in order).
     """
+    parsed_match = MatchMode.parse(match, parameter="match")
     bundle_path = Path(bundle)
     recorded = load_bundle(bundle_path)
     if not isinstance(entrypoint, str) or not _ENTRYPOINT.match(entrypoint):
@@ -82,6 +86,7 @@ def export_pytest(
             else recorded.status
         ),
         recorded_failed=failure is not None,
+        match=parsed_match,
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
@@ -119,6 +124,7 @@ def render_module(
     test_name: str,
     recorded: str,
     recorded_failed: bool,
+    match: MatchMode = MatchMode.STRICT,
 ) -> str:
     """The text of the test module."""
     if expectations is None and recorded_failed:
@@ -164,7 +170,9 @@ def render_module(
         "",
         "",
         f"def {test_name}(sftrace_replay):",
-        "    result = sftrace_replay(BUNDLE, ENTRYPOINT)",
+        "    result = sftrace_replay(BUNDLE, ENTRYPOINT)"
+        if match is MatchMode.STRICT
+        else f"    result = sftrace_replay(BUNDLE, ENTRYPOINT, match={_string(match.value)})",
     ]
     if expectations is None:
         lines.append("    assert_same_as_recorded(result)")
