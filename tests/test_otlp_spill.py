@@ -19,7 +19,7 @@ from otlp_sink import OtlpSink
 from sftrace import load_bundle, record, trace_tool
 from sftrace._export.enrich import SpanPreparer
 from sftrace._export.otlp import make_exporter
-from sftrace._export.otlp_http import JsonHttpSpanExporter, encode_spans_json
+from sftrace._export.otlp_http import HttpSpanExporter, encode_spans_json
 from sftrace._export.otlp_settings import OtlpSettings, official_exporter
 from sftrace._export.push import push_bundles
 from sftrace._export.unsent import read_unsent, unsent_path
@@ -61,7 +61,7 @@ def test_both_encoders_deliver_the_same_otlp_copy(
         )
         exporter = make_exporter(settings, SpanPreparer(**options))
         if encoder == "sftrace-lines":
-            assert isinstance(exporter, JsonHttpSpanExporter)
+            assert isinstance(exporter, HttpSpanExporter)
             result = exporter.export_items(list(zip(finished, lines, strict=True)))
         else:
             result = exporter.export(finished)
@@ -117,20 +117,24 @@ def test_gzip_and_headers_reach_the_collector(
     assert len(sink.spans()) == 4
 
 
-@pytest.mark.parametrize(("encoder", "delivered"), [("auto", 4), ("sftrace", 0)])
-def test_a_collector_without_otlp_json_gets_protobuf_with_auto(
+@pytest.mark.parametrize(
+    ("encoder", "protocol", "delivered"),
+    [("auto", "http/protobuf", 4), ("sftrace", "http/protobuf", 4), ("auto", "http/json", 0)],
+)
+def test_a_collector_without_otlp_json_gets_protobuf(
     sink: OtlpSink,
     spans: InMemorySpanExporter,
     encoder: str,
+    protocol: str,
     delivered: int,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A collector answering 415 to OTLP/JSON (Phoenix) gets OTLP/protobuf from then on
-    with otlp_encoder='auto'; an explicit 'sftrace' fails instead (logged)."""
+    """A collector answering 415 to OTLP/JSON (Phoenix) gets sftrace's OTLP/protobuf from
+    then on; when OTLP/JSON was asked for (http/json), the export fails instead (logged)."""
     sink.accept_json = False
     with record("no-json"):
         agents.booking_agent()
-    settings = OtlpSettings(endpoint=url(sink), protocol="http/protobuf", encoder=encoder)
+    settings = OtlpSettings(endpoint=url(sink), protocol=protocol, encoder=encoder)
     exporter = make_exporter(settings, SpanPreparer(), log_once=False)
     finished = spans.get_finished_spans()
     results = [exporter.export(finished[:2]), exporter.export(finished[2:])]
@@ -139,9 +143,27 @@ def test_a_collector_without_otlp_json_gets_protobuf_with_auto(
     if delivered:
         assert results == [SpanExportResult.SUCCESS] * 2
         assert "does not accept OTLP/JSON" in caplog.text
+        assert sink.headers[-1]["content-type"] == "application/x-protobuf"
+        assert sink.headers[-1]["user-agent"].startswith("sftrace/")  # not the official one
     else:
         assert results == [SpanExportResult.FAILURE] * 2
         assert "HTTP 415" in caplog.text
+
+
+@pytest.mark.parametrize(("asked", "content_type"), [(True, "x-protobuf"), (False, "json")])
+def test_http_protobuf_asked_for_is_sent_by_sftrace_from_the_start(
+    sink: OtlpSink, spans: InMemorySpanExporter, asked: bool, content_type: str
+) -> None:
+    """otlp_protocol='http/protobuf' (or the variable) set: sftrace's OTLP/protobuf from
+    the first request; the default protocol: OTLP/JSON (cheaper for the agent)."""
+    with record("protobuf"):
+        agents.booking_agent()
+    settings = OtlpSettings(endpoint=url(sink), protocol="http/protobuf", protocol_asked=asked)
+    exporter = make_exporter(settings, SpanPreparer(), log_once=False)
+    assert exporter.export(spans.get_finished_spans()) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    assert [headers["content-type"] for headers in sink.headers] == [f"application/{content_type}"]
+    assert len(sink.spans()) == 4
 
 
 def test_a_batch_encoded_before_the_first_415_goes_through_the_same_fallback(
@@ -160,7 +182,7 @@ def test_a_batch_encoded_before_the_first_415_goes_through_the_same_fallback(
         made.append(official_exporter(settings))
         return made[-1]
 
-    exporter = JsonHttpSpanExporter(settings, SpanPreparer(), log_once=False, fallback=fallback)
+    exporter = HttpSpanExporter(settings, SpanPreparer(), log_once=False, fallback=fallback)
     finished = spans.get_finished_spans()
     first, second = [(span, None) for span in finished[:2]], [(span, None) for span in finished[2:]]
     first_body = exporter.encode_items(first)

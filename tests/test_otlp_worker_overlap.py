@@ -1,5 +1,5 @@
 """The export worker encodes its next batch while the collector reads the one it sent
-(exporters with ``encode_items`` / ``post`` / ``answer``, as ``JsonHttpSpanExporter``)."""
+(exporters with ``encode_items`` / ``post`` / ``answer``, as ``HttpSpanExporter``)."""
 
 from __future__ import annotations
 

@@ -36,14 +36,23 @@ def spans_of_trace(phoenix: Phoenix, trace_id: str, count: int) -> list[dict[str
     pytest.fail(f"Phoenix stored {len(found)} of {count} spans of trace {trace_id}")
 
 
-@pytest.mark.parametrize("encoder", ["auto", "official"])
-def test_phoenix_shows_the_run_as_agent_tool_and_llm_spans(phoenix: Phoenix, encoder: str) -> None:
+@pytest.mark.parametrize(
+    ("encoder", "protocol"), [("auto", None), ("auto", "http/protobuf"), ("official", None)]
+)
+def test_phoenix_shows_the_run_as_agent_tool_and_llm_spans(
+    phoenix: Phoenix, encoder: str, protocol: str | None
+) -> None:
     """A failed run exported over OTLP/HTTP reads back from Phoenix with the span kinds,
     parent links, inputs and error status it was recorded with: with the official
-    protobuf exporter, and with 'auto' (Phoenix answers OTLP/JSON with 415, so sftrace's
-    encoder hands over to protobuf)."""
+    protobuf exporter, with sftrace's OTLP/protobuf asked for, and with 'auto' alone
+    (Phoenix answers OTLP/JSON with 415, so sftrace hands over to its protobuf)."""
     provider = TracerProvider()  # random ids: each run is a trace of its own in Phoenix
-    sftrace.configure(tracer_provider=provider, otlp_endpoint=phoenix.url, otlp_encoder=encoder)
+    sftrace.configure(
+        tracer_provider=provider,
+        otlp_endpoint=phoenix.url,
+        otlp_encoder=encoder,
+        otlp_protocol=protocol,
+    )
     with pytest.raises(ValueError, match="sold out"), record("phoenix-agent") as session:
         failing_agent()
     assert provider.force_flush(10_000)

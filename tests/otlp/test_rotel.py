@@ -27,9 +27,14 @@ from sftrace._record.config import get_state
 pytestmark = pytest.mark.otlp
 register(cli)
 PROTOCOLS = ["http/protobuf", "grpc"]
-# (protocol, encoder): sftrace's OTLP/JSON and the official protobuf over HTTP, and gRPC
-# (always the official exporter).
-EXPORTS = [("http/protobuf", "sftrace"), ("http/protobuf", "official"), ("grpc", "auto")]
+# (protocol, encoder): sftrace's OTLP/JSON and OTLP/protobuf and the official protobuf
+# over HTTP, and gRPC (always the official exporter).
+EXPORTS = [
+    ("http/json", "sftrace"),
+    ("http/protobuf", "sftrace"),
+    ("http/protobuf", "official"),
+    ("grpc", "auto"),
+]
 
 
 @pytest.mark.parametrize(("protocol", "encoder"), EXPORTS)

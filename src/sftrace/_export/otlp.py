@@ -4,8 +4,9 @@
 for an ``ExportWorker`` (``otlp_worker``: a background thread, batches, and a spill to
 the bundle journal instead of dropping), which sends through one of:
 
-- sftrace's own encoder (``otlp_encoder="sftrace"``, the default for HTTP):
-  ``JsonHttpSpanExporter`` (``otlp_http``), OTLP/JSON over HTTP;
+- sftrace's own encoders (``otlp_encoder="sftrace"``, the default for HTTP):
+  ``HttpSpanExporter`` (``otlp_http``), OTLP/JSON over HTTP, or OTLP/protobuf
+  (``otlp_proto``) when ``http/protobuf`` is asked for or the collector refuses JSON;
 - the official exporters (``otlp_encoder="official"``, and always for gRPC):
   ``EnrichingSpanExporter`` -> the official ``OTLPSpanExporter`` (HTTP/protobuf or gRPC).
 
@@ -26,10 +27,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from sftrace._export.enrich import SpanPreparer
-from sftrace._export.otlp_http import JsonHttpSpanExporter
+from sftrace._export.otlp_http import HttpSpanExporter
 from sftrace._export.otlp_logging import EXPORTER_LOGGERS, Quiet, install_filter
 from sftrace._export.otlp_settings import (
-    ENCODER_AUTO,
     PROTOCOL_HTTP_JSON,
     OtlpSettings,
     official_exporter,
@@ -103,23 +103,22 @@ class EnrichingSpanExporter(SpanExporter):
 def make_exporter(
     settings: OtlpSettings, preparer: SpanPreparer, *, log_once: bool = True
 ) -> SpanExporter:
-    """The exporter ``settings`` ask for: sftrace's OTLP/JSON one, or the official one.
+    """The exporter ``settings`` ask for: sftrace's HTTP one, or the official one.
 
-    With ``auto``, a collector that answers 415 to OTLP/JSON gets protobuf through the
-    official exporter instead (see ``JsonHttpSpanExporter``).
+    sftrace's sends OTLP/protobuf when ``http/protobuf`` was asked for, else OTLP/JSON;
+    unless ``http/json`` was asked for, a collector that answers 415 to OTLP/JSON gets
+    sftrace's OTLP/protobuf instead (see ``HttpSpanExporter``).
     """
-
-    def official() -> SpanExporter:
+    if not settings.sftrace_encoder:
         return EnrichingSpanExporter(official_exporter(settings), preparer, log_once=log_once)
 
-    if not settings.sftrace_encoder:
-        return official()
-    fallback = (
-        official
-        if settings.encoder == ENCODER_AUTO and settings.protocol != PROTOCOL_HTTP_JSON
-        else None
-    )
-    return JsonHttpSpanExporter(settings, preparer, log_once=log_once, fallback=fallback)
+    def protobuf() -> SpanExporter:
+        return HttpSpanExporter(settings, preparer, log_once=log_once, protobuf=True)
+
+    if settings.sftrace_protobuf:
+        return protobuf()
+    fallback = protobuf if settings.protocol != PROTOCOL_HTTP_JSON else None
+    return HttpSpanExporter(settings, preparer, log_once=log_once, fallback=fallback)
 
 
 class OtlpSpanProcessor(SpanProcessor):

@@ -1,11 +1,15 @@
-"""sftrace's own OTLP exporter: OTLP/JSON over HTTP, encoded from sftrace's span mapping.
+"""sftrace's own OTLP exporter over HTTP: OTLP/JSON encoded from sftrace's span mapping,
+or OTLP/protobuf written by ``otlp_proto``.
 
 The official Python exporters encode through the protobuf runtime, which costs more CPU
 per span than recording the span did; in CPython that CPU is taken from the agent (the
 exporting thread needs the GIL). This exporter encodes each span with the mapping
 bundles are written with (``_model.otlp_json``: the OpenTelemetry Collector's OTLP/JSON),
 serializes the request with orjson and POSTs it (``Content-Type: application/json``) to
-the collector's OTLP/HTTP endpoint, which accepts JSON as well as protobuf.
+the collector's OTLP/HTTP endpoint, which accepts JSON as well as protobuf. With
+``protobuf=True`` it sends the same spans as OTLP/protobuf (``application/x-protobuf``),
+written directly in the wire format (``otlp_proto``): collectors parse that faster, and
+some (Phoenix) take nothing else.
 
 It keeps the exporter contract: ``export`` never raises and returns a
 ``SpanExportResult``; ``shutdown`` is idempotent and stops retries at once.
@@ -31,6 +35,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from sftrace._export.enrich import SpanPreparer
 from sftrace._export.otlp_logging import OTLP_LOGGER, Quiet, install_filter
+from sftrace._export.otlp_proto import encode_spans_proto
 from sftrace._export.otlp_settings import OtlpSettings
 from sftrace._model.otlp_json import (
     JSONDict,
@@ -41,7 +46,7 @@ from sftrace._model.otlp_json import (
 )
 from sftrace._version import __version__
 
-__all__ = ["JsonHttpSpanExporter", "encode_spans_json"]
+__all__ = ["HttpSpanExporter", "encode_spans_json"]
 
 logger = logging.getLogger(OTLP_LOGGER)
 # Answers worth retrying (the OTLP/HTTP specification's list), and the backoff bounds.
@@ -192,15 +197,17 @@ def _add_wire_fields(encoded: JSONDict, span: ReadableSpan) -> None:
         encoded_link["flags"] = _REMOTE_FLAGS if link.context.is_remote else _LOCAL_FLAGS
 
 
-class JsonHttpSpanExporter(SpanExporter):
-    """POSTs OTLP/JSON requests to ``settings.endpoint`` (keep-alive, gzip if configured).
+class HttpSpanExporter(SpanExporter):
+    """POSTs OTLP/JSON requests (OTLP/protobuf with ``protobuf``) to ``settings.endpoint``
+    (keep-alive, gzip if configured).
 
     A request that fails with a connection error or a retryable status (429, 502, 503,
     504) is retried with exponential backoff until ``settings.timeout_s`` has passed.
     ``log_once``: log each cause of failure once (``sftrace push`` logs every one).
-    ``fallback``: makes the exporter to use instead when the collector answers 415 (it
-    does not take OTLP/JSON: Arize Phoenix, for one); from then on every export goes
-    through it.
+    ``fallback``: makes the exporter to use instead when the collector answers 415 to
+    OTLP/JSON (Arize Phoenix takes only protobuf); from then on every export goes
+    through it. A bundle line is the span's OTLP/JSON, not its protobuf: the protobuf
+    encoding starts from the span (the lines are not used).
     """
 
     def __init__(
@@ -210,6 +217,7 @@ class JsonHttpSpanExporter(SpanExporter):
         *,
         log_once: bool = True,
         fallback: Callable[[], SpanExporter] | None = None,
+        protobuf: bool = False,
     ) -> None:
         parts = urlsplit(settings.endpoint)
         self.settings = settings
@@ -219,7 +227,7 @@ class JsonHttpSpanExporter(SpanExporter):
         self._port = parts.port or (443 if self._https else 80)
         self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._headers = {
-            "Content-Type": "application/json",
+            "Content-Type": "application/x-protobuf" if protobuf else "application/json",
             "User-Agent": f"sftrace/{__version__}",
             **dict(settings.headers),
         }
@@ -232,6 +240,7 @@ class JsonHttpSpanExporter(SpanExporter):
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._fallback = fallback
+        self._protobuf = protobuf
         self.delegate: SpanExporter | None = None  # the fallback, once in use
         self._posted: object = _NOT_POSTED  # what _request said of the request post sent
         self._deadline = 0.0
@@ -262,14 +271,17 @@ class JsonHttpSpanExporter(SpanExporter):
         if self.delegate is not None:
             return self.delegate.export([span for span, _ in items])
         try:
-            body = encode_spans_json(
-                [span for span, _ in items], self.preparer, [line for _, line in items]
-            )
+            spans = [span for span, _ in items]
+            if self._protobuf:
+                body = encode_spans_proto(spans, self.preparer)
+            else:
+                body = encode_spans_json(spans, self.preparer, [line for _, line in items])
             if self.settings.compression == "gzip":
                 body = gzip.compress(body, compresslevel=1)
         except Exception as exc:
             with self._logging():
-                logger.warning("Failed to encode spans as OTLP/JSON: %r", exc)
+                kind = "protobuf" if self._protobuf else "JSON"
+                logger.warning("Failed to encode spans as OTLP/%s: %r", kind, exc)
             return SpanExportResult.FAILURE
         return body
 
@@ -293,9 +305,8 @@ class JsonHttpSpanExporter(SpanExporter):
         if self.delegate is None:  # (a batch encoded before the first 415 finds it set)
             with self._logging():
                 logger.warning(
-                    "%s does not accept OTLP/JSON (HTTP 415): sending OTLP/protobuf through "
-                    "the official exporter from now on (otlp_encoder='official' skips this "
-                    "probe)",
+                    "%s does not accept OTLP/JSON (HTTP 415): sending OTLP/protobuf from "
+                    "now on (otlp_protocol='http/protobuf' skips this probe)",
                     self.settings.endpoint,
                 )
             self.delegate = self._fallback()

@@ -22,9 +22,10 @@ PROTOCOL_HTTP = "http/protobuf"
 PROTOCOL_HTTP_JSON = "http/json"
 PROTOCOL_GRPC = "grpc"
 PROTOCOLS = (PROTOCOL_HTTP, PROTOCOL_HTTP_JSON, PROTOCOL_GRPC)
-# Who encodes and sends the spans: sftrace's own OTLP/JSON-over-HTTP exporter, or the
-# official OpenTelemetry exporters (protobuf over HTTP or gRPC). "auto": sftrace's for
-# HTTP, the official one for gRPC (sftrace has no gRPC encoder of its own).
+# Who encodes and sends the spans: sftrace's own HTTP exporter (OTLP/JSON, or its own
+# OTLP/protobuf encoder when http/protobuf is asked for or the collector refuses JSON),
+# or the official OpenTelemetry exporters (protobuf over HTTP or gRPC). "auto": sftrace's
+# for HTTP, the official one for gRPC (sftrace has no gRPC exporter of its own).
 ENCODER_AUTO = "auto"
 ENCODER_SFTRACE = "sftrace"
 ENCODER_OFFICIAL = "official"
@@ -53,13 +54,21 @@ class OtlpSettings:
     service_name: str | None = None  # for spans whose provider has none of its own
     encoder: str = ENCODER_AUTO
     compression: str | None = None  # "gzip" or None
+    protocol_asked: bool = False  # the protocol was asked for (argument or variable)
 
     @property
     def sftrace_encoder(self) -> bool:
-        """True when sftrace's own OTLP/JSON exporter sends the spans."""
+        """True when sftrace's own HTTP exporter sends the spans."""
         if self.encoder == ENCODER_OFFICIAL:
             return False
         return self.protocol != PROTOCOL_GRPC
+
+    @property
+    def sftrace_protobuf(self) -> bool:
+        """True when sftrace's exporter sends OTLP/protobuf from the start: http/protobuf
+        was asked for. Unasked (the default protocol), it sends OTLP/JSON, cheaper for the
+        agent (a bundle line is a span's OTLP/JSON), and protobuf after an HTTP 415."""
+        return self.sftrace_encoder and self.protocol == PROTOCOL_HTTP and self.protocol_asked
 
 
 def _env(*names: str) -> str | None:
@@ -87,12 +96,22 @@ def resolve_protocol(protocol: str | None) -> str:
     )
 
 
+def protocol_asked(protocol: str | None) -> bool:
+    """Whether a protocol was asked for: the argument, or one of the variables
+    ``resolve_protocol`` reads."""
+    return protocol is not None or (
+        _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL") is not None
+    )
+
+
 def resolve_encoder(encoder: str | None, protocol: str) -> str:
     """The encoder: the argument, else ``$SFTRACE_OTLP_ENCODER``, else ``auto``.
 
-    ``auto`` and ``sftrace`` send OTLP/JSON over HTTP with sftrace's own encoder; gRPC
-    always goes through the official exporter (``sftrace`` with gRPC is refused), and so
-    does ``official``, which cannot send ``http/json``.
+    ``auto`` and ``sftrace`` send over HTTP with sftrace's own encoders: OTLP/JSON, or
+    OTLP/protobuf when ``http/protobuf`` is asked for (``OtlpSettings.sftrace_protobuf``)
+    or the collector refuses JSON with HTTP 415. gRPC always goes through the official
+    exporter (``sftrace`` with gRPC is refused), and so does ``official``, which cannot
+    send ``http/json``.
     """
     source = "otlp_encoder"
     if encoder is None:
@@ -272,6 +291,7 @@ def resolve_settings(
         service_name=service_name,
         encoder=resolved_encoder,
         compression=resolve_compression(),
+        protocol_asked=protocol_asked(protocol),
     )
 
 

@@ -90,7 +90,7 @@ class WorkerLimits:
 @runtime_checkable
 class Pipelined(Protocol):
     """An exporter whose export comes in three steps, so that the worker encodes its next
-    batch while the collector reads the one sent (``JsonHttpSpanExporter``)."""
+    batch while the collector reads the one sent (``HttpSpanExporter``)."""
 
     def encode_items(self, items: Sequence[Item]) -> bytes | SpanExportResult: ...
 
@@ -248,7 +248,7 @@ class ExportWorker:
                 self._answered(posted)
 
     def _send_next(self, batch: list[Item], posted: _Posted | None) -> _Posted | None:
-        """Send ``batch``; with an exporter that can (``JsonHttpSpanExporter``), encode it
+        """Send ``batch``; with an exporter that can (``HttpSpanExporter``), encode it
         while the collector reads the ``posted`` one, and return it posted, unanswered."""
         exporter = self.exporter
         if not isinstance(exporter, Pipelined):

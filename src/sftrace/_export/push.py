@@ -33,6 +33,7 @@ from sftrace._export.otlp_settings import (
     default_endpoint,
     normalize_endpoint,
     parse_headers,
+    protocol_asked,
     resolve_compression,
     resolve_encoder,
     resolve_protocol,
@@ -112,6 +113,7 @@ def push_bundles(
         max_payload_bytes=None,
         encoder=resolve_encoder(encoder, resolved_protocol),
         compression=resolve_compression(),
+        protocol_asked=protocol_asked(protocol),
     )
     # Every value is checked before anything is sent.
     loaded = [(Path(path), load_bundle(path, eager=True)) for path in bundles]

@@ -176,11 +176,13 @@ def configure(
         otlp_headers: headers for every export request (a dict, or ``"k=v,k2=v2"``).
             Default: ``$OTEL_EXPORTER_OTLP_TRACES_HEADERS``, ``$OTEL_EXPORTER_OTLP_HEADERS``.
         otlp_encoder: who encodes and sends the spans: ``"sftrace"`` (sftrace's own
-            encoder: OTLP/JSON over HTTP to the same endpoint, several times cheaper in
-            CPU than protobuf), ``"official"`` (the OpenTelemetry protobuf exporters,
-            HTTP or gRPC) or ``"auto"`` (sftrace's for HTTP, switching to the official
-            one if the collector refuses JSON with HTTP 415; the official one for gRPC).
-            Default: ``$SFTRACE_OTLP_ENCODER``, else ``"auto"``.
+            encoders over HTTP: OTLP/JSON, several times cheaper in CPU than the official
+            protobuf encoder; sftrace's own OTLP/protobuf when ``otlp_protocol`` /
+            ``$OTEL_EXPORTER_OTLP_PROTOCOL`` is set to ``"http/protobuf"``, and from the
+            first HTTP 415 of a collector that refuses JSON, unless ``"http/json"`` was
+            set), ``"official"`` (the OpenTelemetry protobuf exporters, HTTP or gRPC) or
+            ``"auto"`` (sftrace's for HTTP, the official one for gRPC). Default:
+            ``$SFTRACE_OTLP_ENCODER``, else ``"auto"``.
         service_name: ``service.name`` of a provider sftrace creates. Default:
             ``$OTEL_SERVICE_NAME``, else ``"sftrace"``. On an application's provider
             that has no service name of its own, sftrace's OTLP export uses it too.

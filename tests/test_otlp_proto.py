@@ -1,0 +1,126 @@
+"""sftrace's OTLP/protobuf encoder against the official one: the bytes decode (with the
+official generated classes, used here only) to the message the official exporter's
+encoder makes of the same OTLP copies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace.span import TraceState
+
+from sftrace._export.enrich import SpanPreparer
+from sftrace._export.otlp_proto import encode_spans_proto
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
+_SCALAR = st.one_of(_TEXT, _INT64, st.booleans(), st.floats(allow_nan=False))
+_VALUE = st.one_of(
+    _SCALAR,
+    st.lists(_TEXT, max_size=3).map(tuple),
+    st.lists(_INT64, max_size=3).map(tuple),
+    st.lists(st.floats(allow_nan=False), max_size=3).map(tuple),
+    st.lists(st.booleans(), max_size=3).map(tuple),
+)
+_ATTRIBUTES = st.dictionaries(_TEXT, _VALUE, max_size=5)
+_IDS = st.integers(1, (1 << 64) - 1)
+_TIMES = st.integers(0, (1 << 64) - 1)
+
+
+def _context(trace_id: int, span_id: int, remote: bool = False, state: Any = None) -> SpanContext:
+    return SpanContext(trace_id, span_id, remote, TraceFlags(1), state)
+
+
+@st.composite
+def _spans(draw: st.DrawFn, resource: Resource, scopes: list[Any]) -> ReadableSpan:
+    trace_id = draw(st.integers(1, (1 << 128) - 1))
+    parent = draw(st.none() | st.builds(_context, st.just(trace_id), _IDS, st.booleans()))
+    code = draw(st.sampled_from(StatusCode))
+    state = draw(st.none() | st.just(TraceState([("vendor", "v1"), ("other", "x")])))
+    return ReadableSpan(
+        name=draw(_TEXT),
+        context=_context(trace_id, draw(_IDS), False, state),
+        parent=parent,
+        resource=resource,
+        attributes=draw(_ATTRIBUTES),
+        events=draw(st.lists(st.builds(Event, _TEXT, _ATTRIBUTES, _TIMES), max_size=2)),
+        links=draw(
+            st.lists(
+                st.builds(
+                    Link,
+                    st.builds(_context, st.integers(1, (1 << 128) - 1), _IDS, st.booleans()),
+                    _ATTRIBUTES,
+                ),
+                max_size=2,
+            )
+        ),
+        kind=draw(st.sampled_from(SpanKind)),
+        status=Status(code, draw(_TEXT) if code is StatusCode.ERROR else None),
+        start_time=draw(_TIMES),
+        end_time=draw(_TIMES),
+        instrumentation_scope=draw(st.sampled_from(scopes)),
+    )
+
+
+def _official(spans: list[ReadableSpan], preparer: SpanPreparer) -> ExportTraceServiceRequest:
+    return encode_spans([preparer.prepare(span) for span in spans])
+
+
+def _assert_same(spans: list[ReadableSpan], preparer: SpanPreparer) -> None:
+    ours = ExportTraceServiceRequest.FromString(encode_spans_proto(spans, preparer))
+    assert ours == _official(spans, preparer)
+
+
+_RESOURCE = Resource({"service.name": "svc", "n": 3, "flag": True, "list": ("a", "é")})
+_SCOPES = [
+    InstrumentationScope("sftrace", "1.0"),
+    InstrumentationScope("other", None, "https://schema", {"a": 1}),
+    InstrumentationScope(""),
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_spans(_RESOURCE, _SCOPES), min_size=1, max_size=4))
+def test_equal_to_the_official_encoding(spans: list[ReadableSpan]) -> None:
+    _assert_same(spans, SpanPreparer())
+
+
+def test_agent_spans_with_content_and_caps() -> None:
+    attributes = {
+        "sftrace.kind": "llm",
+        "sftrace.input": '{"messages": "hé ☃"}',
+        "sftrace.output": "x" * 300,
+        "gen_ai.request.model": "m",
+        "gen_ai.usage.input_tokens": 12,
+        "empty": "",
+        "zero": 0,
+        "big": (1 << 63) - 1,
+        "negative": -(1 << 63),
+        "floats": (0.5, -1e300),
+        "nothing": (),
+    }
+    span = ReadableSpan(
+        name="llm call ☃",
+        context=_context(7, 9),
+        parent=_context(7, 3, True),
+        resource=Resource({"service.name": "agent"}, "https://resource-schema"),
+        attributes=attributes,
+        kind=SpanKind.CLIENT,
+        status=Status(StatusCode.ERROR, "boom"),
+        start_time=1,
+        end_time=2,
+        instrumentation_scope=InstrumentationScope("sftrace", "0.1"),
+    )
+    for preparer in (
+        SpanPreparer(),
+        SpanPreparer(capture_content=False),
+        SpanPreparer(max_payload_bytes=100, service_name="named"),
+    ):
+        _assert_same([span, span], preparer)
