@@ -172,7 +172,8 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
         )
         processor = _config.get_state().otlp
         assert processor is not None
-        official = _official_twin(bench, processor)
+        official = _twin(bench, processor, encoder="official")
+        protobuf = _twin(bench, processor, protocol_asked=True)  # sftrace's OTLP/protobuf
         try:
             for number in range(repeats):
                 print(f"OTLP round {number + 1}/{repeats}...", file=sys.stderr, flush=True)
@@ -206,15 +207,25 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
             capacity, pipeline_cpu, burst_expected, burst_received, spans = _pipeline_capacity(
                 bench, processor, sink, sink.count()
             )
+            processor.active = False
+            proto_capacity, proto_cpu, proto_expected, proto_received, _ = _pipeline_capacity(
+                bench, protobuf, sink, sink.count()
+            )
+            protobuf.active = False
             floor = _collector_floor(http_port, sink, *_prebuilt_body(processor, spans))
+            proto_floor = _collector_floor(
+                http_port, sink, *_prebuilt_body(processor, spans, protobuf=True)
+            )
             encoding = _encoding_costs(processor, spans, bench.bundles[max(bench.bundles)])
         finally:
             processor.active = False
             official.shutdown()
+            protobuf.shutdown()
             sftrace.configure(tracer_provider=bench.provider, bundle_dir=bench.workdir / "traces")
     dropped_recording = expected - received
     dropped_pipeline = burst_expected - burst_received
-    dropped = dropped_recording + dropped_pipeline
+    dropped_protobuf = proto_expected - proto_received
+    dropped = dropped_recording + dropped_pipeline + dropped_protobuf
     import statistics
 
     off_ns = statistics.median(t.wall for t in off)
@@ -259,6 +270,17 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
             "value": f"{floor:,.0f}/s",
             "ratio": f"pipeline: {capacity / floor:.0%} of it",
         },
+        {
+            "name": "   spans/s the pipeline delivers, sftrace's OTLP/protobuf",
+            "value": f"{proto_capacity:,.0f}/s",
+            "ratio": f"{dropped_protobuf:,} dropped of {proto_expected:,}",
+            "cpu": f"{us(proto_cpu)}/span",
+        },
+        {
+            "name": "   ... the collector's own intake (prebuilt protobuf body)",
+            "value": f"{proto_floor:,.0f}/s",
+            "ratio": f"pipeline: {proto_capacity / proto_floor:.0%} of it",
+        },
         *encoding,
     ]
     return {
@@ -273,8 +295,11 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
         "pipeline_spans_per_s": capacity,
         "pipeline_cpu_per_span_ns": pipeline_cpu,
         "collector_floor_spans_per_s": floor,
-        "spans_expected": expected + burst_expected,
-        "spans_received": received + burst_received,
+        "pipeline_protobuf_spans_per_s": proto_capacity,
+        "pipeline_protobuf_cpu_per_span_ns": proto_cpu,
+        "collector_floor_protobuf_spans_per_s": proto_floor,
+        "spans_expected": expected + burst_expected + proto_expected,
+        "spans_received": received + burst_received + proto_received,
         "dropped": dropped,
         "dropped_during_recordings": dropped_recording,
         "dropped_in_pipeline_bursts": dropped_pipeline,
@@ -287,14 +312,15 @@ def measure(bench: Bench, repeats: int) -> dict[str, Any]:
     }
 
 
-def _official_twin(bench: Bench, processor: Any) -> Any:
-    """A second exporting processor, switched off, sending through the official exporter
-    to the same collector (to compare the two encoders in the same rounds)."""
+def _twin(bench: Bench, processor: Any, **changes: Any) -> Any:
+    """A second exporting processor, switched off, sending to the same collector with
+    other settings (the official exporter, or sftrace's OTLP/protobuf: to compare the
+    encoders in the same rounds)."""
     import dataclasses
 
     from sftrace._export.otlp import OtlpSpanProcessor
 
-    settings = dataclasses.replace(processor.settings, encoder="official")
+    settings = dataclasses.replace(processor.settings, **changes)
     twin = OtlpSpanProcessor(settings, source=_config.get_state().bundle_exporter)
     twin.active = False
     bench.provider.add_span_processor(twin)
@@ -335,7 +361,9 @@ def _pipeline_capacity(
     return total / (elapsed / 1e9), cpu / total, total, received, spans
 
 
-def _collector_floor(port: int, sink: Sink, body: bytes, count: int) -> float:
+def _collector_floor(
+    port: int, sink: Sink, body: bytes, count: int, content_type: str = "application/json"
+) -> float:
     """Spans/s the collector and sink take in alone: ``body`` (a request of ``count``
     spans, encoded beforehand) POSTed in a loop on one connection, until the sink has
     counted them all; the most any exporter gets through this collector on this
@@ -348,7 +376,7 @@ def _collector_floor(port: int, sink: Sink, body: bytes, count: int) -> float:
     start = time.perf_counter_ns()
     try:
         for _ in range(rounds):
-            connection.request("POST", "/v1/traces", body, {"Content-Type": "application/json"})
+            connection.request("POST", "/v1/traces", body, {"Content-Type": content_type})
             reply = connection.getresponse()
             reply.read()
             if reply.status != 200:
@@ -359,13 +387,18 @@ def _collector_floor(port: int, sink: Sink, body: bytes, count: int) -> float:
     return received / ((time.perf_counter_ns() - start) / 1e9)
 
 
-def _prebuilt_body(processor: Any, spans: list[Any]) -> tuple[bytes, int]:
+def _prebuilt_body(
+    processor: Any, spans: list[Any], *, protobuf: bool = False
+) -> tuple[bytes, int, str]:
     """A request of the export's batch size (512) made of ``spans``, as the pipeline
-    sends them (sftrace's OTLP/JSON)."""
+    sends them (sftrace's OTLP/JSON, or its OTLP/protobuf), with its content type."""
     from sftrace._export.otlp_http import encode_spans_json
+    from sftrace._export.otlp_proto import encode_spans_proto
 
-    batch = spans[:512]
-    return encode_spans_json(batch, processor.exporter.preparer), len(batch)
+    batch, preparer = spans[:512], processor.exporter.preparer
+    if protobuf:
+        return encode_spans_proto(batch, preparer), len(batch), "application/x-protobuf"
+    return encode_spans_json(batch, preparer), len(batch), "application/json"
 
 
 def _encoding_costs(processor: Any, spans: list[Any], bundle: Any) -> list[dict[str, Any]]:
@@ -381,6 +414,7 @@ def _encoding_costs(processor: Any, spans: list[Any], bundle: Any) -> list[dict[
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     from sftrace._export.otlp_http import encode_spans_json
+    from sftrace._export.otlp_proto import encode_spans_proto
     from sftrace._export.push import spans_of_bundle
 
     preparer = getattr(getattr(processor, "exporter", None), "preparer", None)
@@ -393,6 +427,7 @@ def _encoding_costs(processor: Any, spans: list[Any], bundle: Any) -> list[dict[
     protobuf = timed(lambda: [encode_spans(b).SerializePartialToString() for b in batches]) / count
     raw = [spans[k : k + 512] for k in range(0, count, 512)]
     as_json = timed(lambda: [encode_spans_json(b, preparer) for b in raw]) / count
+    as_proto = timed(lambda: [encode_spans_proto(b, preparer) for b in raw]) / count
     recorded = spans_of_bundle(bundle)
     lines = [orjson.dumps(line) for line in bundle.spans]
     pairs = [(recorded[k : k + 512], lines[k : k + 512]) for k in range(0, len(recorded), 512)]
@@ -420,5 +455,11 @@ def _encoding_costs(processor: Any, spans: list[Any], bundle: Any) -> list[dict[
             "value": us(spliced.wall),
             "ratio": f"{(prepare.cpu + protobuf.cpu) / spliced.cpu:.1f}x less CPU than 8b+8c",
             "cpu": us(spliced.cpu),
+        },
+        {
+            "name": "   8f. sftrace's OTLP/protobuf encoder, per span (with 8b)",
+            "value": us(as_proto.wall),
+            "ratio": f"{(prepare.cpu + protobuf.cpu) / as_proto.cpu:.1f}x less CPU than 8b+8c",
+            "cpu": us(as_proto.cpu),
         },
     ]
