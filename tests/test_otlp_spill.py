@@ -333,9 +333,15 @@ def test_spans_of_no_recorded_run_are_counted_when_dropped(
     own = TracerProvider()
     own.add_span_processor(processor)
     tracer = own.get_tracer("app")
-    for _ in range(3):
-        with tracer.start_as_current_span("app-span"):
-            pass
-    assert processor.worker.dropped == 2
+    worker = processor.worker
+    # The worker takes spans off the queue under its lock: holding it keeps the queue full
+    # whatever the thread scheduling (a running worker could otherwise take the first span
+    # before the next one ends). Started first: starting it takes the same lock.
+    worker._start()
+    with worker._lock:
+        for _ in range(3):
+            with tracer.start_as_current_span("app-span"):
+                pass
+        assert worker.dropped == 2
     own.shutdown()
     assert [s.span.name for s in sink.spans()] == ["app-span"]
