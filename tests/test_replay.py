@@ -125,6 +125,21 @@ def test_wrong_tool_at_position_names_recorded_and_reached(tmp_path: Path) -> No
     assert "reached tool book, but the recording has tool flight_search" in message
 
 
+def test_strict_mismatch_names_the_later_recorded_call_it_matches(tmp_path: Path) -> None:
+    """A call the recording makes later (concurrent calls in another order) is named, with
+    the match mode that matches by input; a call the recording never makes gets no hint."""
+    bundle = recorded(tmp_path / "o.sftrace", agents.booking_agent)
+    booked = next(call for call in load_bundle(bundle).calls if call.name == "book")
+    with replay(bundle), pytest.raises(ReplayMismatchError) as caught:
+        agents.book(booked.input["flight_id"])
+    message = str(caught.value)
+    assert f"the recording makes this call later, as call {booked.seq}" in message
+    assert "match='unordered'" in message
+    with replay(bundle), pytest.raises(ReplayMismatchError) as caught:
+        agents.book("XX9")
+    assert "the recording makes this call later" not in str(caught.value)
+
+
 def test_divergence_is_kept_when_the_agent_catches_it(tmp_path: Path) -> None:
     """The first divergence stays on the session even if the agent swallows the error."""
     bundle = recorded(tmp_path / "c.sftrace", agents.booking_agent)

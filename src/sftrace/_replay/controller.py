@@ -284,6 +284,17 @@ class ReplayController:
         self._next += 1
         return self._next - 1, found
 
+    def _later_match(self, reached: Reached) -> Call | None:
+        """The first unused recorded call after the strict position that ``reached``
+        matches: a call the agent made in another order."""
+        reached_input = _Parsed(reached.input_json)
+        for index in range(self._next + 1, len(self.calls)):
+            if not self._used[index]:
+                call = self.calls[index]
+                if self._tier_of(call, reached, reached_input) is not None:
+                    return call
+        return None
+
     def _nearest(self, reached: Reached) -> Call | None:
         unused = [c for c, used in zip(self.calls, self._used, strict=True) if not used]
         same = [c for c in unused if call_identity(c) == call_identity(reached)]
@@ -335,6 +346,14 @@ class ReplayController:
         if diffs and recorded is not None and call_identity(recorded) == call_identity(reached):
             lines.append("  input differs at:")
             lines.append(format_differences(diffs, left="recorded", right="reached"))
+        later = None if unordered else self._later_match(reached)
+        if later is not None:
+            lines.append(
+                f"  the recording makes this call later, as call {later.seq}: calls made "
+                f"concurrently (threads, asyncio tasks) can change order from run to run; "
+                f"match='unordered' (CLI: --match unordered) matches each call by kind, name "
+                f"and input instead of position"
+            )
         return ReplayMismatchError(
             "\n".join(lines),
             call_number=number,
