@@ -255,3 +255,21 @@ def test_an_unrecordable_tool_input_raises_a_clear_error_in_strict_mode(tmp_path
         record("agent", output=tmp_path / "i.sftrace"),
     ):
         inspect_value(threading.Lock())
+
+
+@pytest.mark.usefixtures("production")
+def test_an_unrecordable_result_is_logged_as_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The warning says what failed and how to fix it, without a traceback (kept at DEBUG
+    level): it is the user's value, not a fault of sftrace."""
+    with caplog.at_level("WARNING", logger="sftrace"):
+        _record_tool(tmp_path / "r.sftrace", {"lock": threading.Lock()})
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert "cannot record tool 'fetch_report' result.lock" in warning.getMessage()
+    assert "serializer=" in warning.getMessage()
+    assert warning.exc_info is None
+    _seen.clear()
+    with caplog.at_level("DEBUG", logger="sftrace"):
+        _record_tool(tmp_path / "d.sftrace", {"lock": threading.Lock()})
+    assert any(r.levelname == "DEBUG" and r.exc_info for r in caplog.records)

@@ -13,6 +13,8 @@ import os
 import sys
 import threading
 
+from sftrace._errors import SftraceError
+
 logger = logging.getLogger("sftrace")
 
 _seen: set[tuple[str, str]] = set()
@@ -37,10 +39,24 @@ def internal_error(what: str, exc: BaseException) -> None:
 
 
 def log_once(what: str, exc: BaseException) -> None:
-    """Log ``exc`` for ``what`` once per (what, exception type) pair."""
+    """Log ``exc`` for ``what`` once per (what, exception type) pair.
+
+    An :class:`~sftrace.SftraceError` says what failed and how to fix it: one line (its
+    traceback only at DEBUG level). Anything else is a fault of sftrace or of its
+    surroundings, logged with its traceback.
+    """
     key = (what, type(exc).__qualname__)
     with _seen_lock:
         if key in _seen:
             return
         _seen.add(key)
-    logger.warning("sftrace: %s failed: %s: %s", what, type(exc).__name__, exc, exc_info=exc)
+    explained = isinstance(exc, SftraceError)
+    logger.warning(
+        "sftrace: %s failed: %s: %s",
+        what,
+        type(exc).__name__,
+        exc,
+        exc_info=None if explained else exc,
+    )
+    if explained:
+        logger.debug("sftrace: %s failed", what, exc_info=exc)
