@@ -38,7 +38,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link
+from opentelemetry.trace import Link, SpanContext
 
 from sftrace._export.enrich import SpanPreparer
 
@@ -119,9 +119,9 @@ def _scope_spans(scope: InstrumentationScope | None, spans: list[bytes]) -> byte
     return b"".join(encoded)
 
 
-def _span(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> bytes:
-    context, parent = span.context, span.parent
-    assert context is not None
+def _identity(context: SpanContext) -> list[bytes]:
+    """Fields 1-3 of a ``Span`` and of a ``Span.Link`` alike: trace id, span id and trace
+    state."""
     parts = [
         b"\x0a\x10",
         context.trace_id.to_bytes(16, "big"),
@@ -130,6 +130,13 @@ def _span(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Ev
     ]
     if context.trace_state:
         parts.append(_text(b"\x1a", _trace_state(context)))
+    return parts
+
+
+def _span(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Event]) -> bytes:
+    context, parent = span.context, span.parent
+    assert context is not None
+    parts = _identity(context)
     if parent is not None:
         parts.append(b"\x22\x08")
         parts.append(parent.span_id.to_bytes(8, "big"))
@@ -184,14 +191,7 @@ def _event(event: Event) -> bytes:
 
 def _link(link: Link) -> bytes:
     context = link.context
-    parts = [
-        b"\x0a\x10",
-        context.trace_id.to_bytes(16, "big"),
-        b"\x12\x08",
-        context.span_id.to_bytes(8, "big"),
-    ]
-    if context.trace_state:
-        parts.append(_text(b"\x1a", _trace_state(context)))
+    parts = _identity(context)
     parts.append(_attributes(b"\x22", link.attributes))
     if link.dropped_attributes:
         parts.append(b"\x28" + _varint(link.dropped_attributes))
