@@ -74,16 +74,14 @@ from sftrace._errors import ConfigError
 from sftrace._model.policy import ReplayPolicy
 from sftrace._record.run import current_run
 from sftrace.integrations._common import JSON, ClassPatches, Options, inside_call, summary
-from sftrace.integrations._sdk import (
-    Endpoint,
-    call_async,
-    call_sync,
-    declare_sdk,
+from sftrace.integrations._sdk import Endpoint, call_async, call_sync
+from sftrace.integrations._sdk_patching import (
     instrument_client,
     instrument_create,
     instrument_create_class,
     patch_resource,
 )
+from sftrace.integrations._sdk_streams import declare_sdk
 
 __all__ = ["instrument", "instrument_all", "uninstrument_all"]
 

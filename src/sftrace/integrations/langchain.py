@@ -53,29 +53,22 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    BaseMessageChunk,
-    messages_from_dict,
-)
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding
-from langchain_core.tools import BaseTool, ToolException
+from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
-from sftrace._errors import ConfigError, RecordedDependencyError
+from sftrace._errors import ConfigError
 from sftrace._model.policy import ReplayPolicy
-from sftrace._record.boundary import BoundaryCall, BoundarySpec, call_async, call_sync
+from sftrace._record.boundary import BoundaryCall
 from sftrace._record.llm import llm_spec
 from sftrace._record.run import ActiveRun, current_run
 from sftrace.integrations._common import (
-    JSON,
     Options,
     StreamRecorder,
     arecord_items,
@@ -83,96 +76,20 @@ from sftrace.integrations._common import (
     record_items,
     recorded_chunks,
     request_json,
-    summary,
 )
+from sftrace.integrations._langchain_messages import (
+    chunk_json,
+    chunks_summary,
+    request_message,
+    restore_chunk,
+    restore_result,
+    result_output,
+)
+from sftrace.integrations._langchain_tools import is_traced_tool, traced_tool
 
 __all__ = ["TracedChatModel", "wrap_chat_model", "wrap_tool", "wrap_tools"]
 
 S = TypeVar("S")
-
-
-# --- messages <-> JSON ------------------------------------------------------------------
-
-
-def _request_message(message: BaseMessage) -> JSON:
-    """A message as compared in requests: its type and non-default fields, no id."""
-    fields = message.model_dump(exclude={"id"}, exclude_defaults=True)
-    return {"type": message.type, **fields}
-
-
-def _message_json(message: BaseMessage) -> JSON:
-    """A response message in LangChain's ``message_to_dict`` form, defaults left out."""
-    return {"type": message.type, "data": message.model_dump(exclude_defaults=True)}
-
-
-def _message(value: JSON) -> BaseMessage:
-    return messages_from_dict([value])[0]
-
-
-def _usage(messages: Iterable[BaseMessage]) -> dict[str, Any] | None:
-    """``usage_metadata`` summed over messages (input, output and total tokens)."""
-    total: dict[str, Any] | None = None
-    for message in messages:
-        usage = getattr(message, "usage_metadata", None)
-        if not usage:
-            continue
-        total = total or {}
-        for key in ("input_tokens", "output_tokens", "total_tokens"):
-            value = usage.get(key)
-            if isinstance(value, int):
-                total[key] = total.get(key, 0) + value
-    return total
-
-
-def _model_from(messages: Iterable[BaseMessage], llm_output: Any = None) -> str | None:
-    for message in messages:
-        metadata = getattr(message, "response_metadata", None) or {}
-        name = metadata.get("model_name") or metadata.get("model")
-        if isinstance(name, str):
-            return name
-    if isinstance(llm_output, dict) and isinstance(llm_output.get("model_name"), str):
-        return str(llm_output["model_name"])
-    return None
-
-
-def _summary(messages: list[BaseMessage], llm_output: Any = None) -> dict[str, Any]:
-    return summary(_model_from(messages, llm_output), _usage(messages))
-
-
-def _result_output(result: ChatResult) -> JSON:
-    messages = [generation.message for generation in result.generations]
-    return {
-        "generations": [
-            {"message": _message_json(g.message), "generation_info": g.generation_info}
-            for g in result.generations
-        ],
-        "llm_output": result.llm_output,
-        **_summary(messages, result.llm_output),
-    }
-
-
-def _restore_result(output: JSON) -> ChatResult:
-    return ChatResult(
-        generations=[
-            ChatGeneration(message=_message(g["message"]), generation_info=g["generation_info"])
-            for g in output["generations"]
-        ],
-        llm_output=output.get("llm_output"),
-    )
-
-
-def _chunk_json(chunk: ChatGenerationChunk) -> JSON:
-    return {"message": _message_json(chunk.message), "generation_info": chunk.generation_info}
-
-
-def _chunk(value: JSON) -> ChatGenerationChunk:
-    message = _message(value["message"])
-    assert isinstance(message, BaseMessageChunk)
-    return ChatGenerationChunk(message=message, generation_info=value.get("generation_info"))
-
-
-def _chunks_summary(chunks: list[JSON]) -> dict[str, Any]:
-    return _summary([_message(chunk["message"]) for chunk in chunks])
 
 
 # --- the chat model wrapper -----------------------------------------------------------------
@@ -270,7 +187,7 @@ class TracedChatModel(BaseChatModel):
     ) -> BoundaryCall:
         provider, model = self._names(stop, kwargs)
         options = Options(replay_policy=self.replay_policy, ignore_fields=self.ignore_fields)
-        request: dict[str, Any] = {"messages": [_request_message(m) for m in messages]}
+        request: dict[str, Any] = {"messages": [request_message(m) for m in messages]}
         if stop is not None:
             request["stop"] = stop
         request.update(kwargs)
@@ -298,7 +215,7 @@ class TracedChatModel(BaseChatModel):
             if not call.runs_body:
                 return _replayed_result(call)
             result = self.inner._generate(messages, stop=stop, **call_kwargs)
-            call.finish(_result_output(result))
+            call.finish(result_output(result))
             return result
 
     async def _agenerate(
@@ -317,7 +234,7 @@ class TracedChatModel(BaseChatModel):
             if not call.runs_body:
                 return _replayed_result(call)
             result = await self.inner._agenerate(messages, stop=stop, **call_kwargs)
-            call.finish(_result_output(result))
+            call.finish(result_output(result))
             return result
 
 
@@ -372,7 +289,7 @@ class _StreamingTracedChatModel(TracedChatModel):
 
 def _replayed_result(call: BoundaryCall) -> ChatResult:
     """The recorded result of a call a replay does not make."""
-    restored: ChatResult = call.substitute(_restore_result)
+    restored: ChatResult = call.substitute(restore_result)
     return restored
 
 
@@ -380,7 +297,7 @@ def _open_stream(call: BoundaryCall, open_source: Callable[[], S]) -> tuple[Stre
     """Open the wrapped model's stream for a recorded call. The recorder ends the call
     with the stream, or here if the stream cannot be opened."""
     call.detach()
-    recorder = StreamRecorder(call, _chunks_summary, convert=_chunk_json)
+    recorder = StreamRecorder(call, chunks_summary, convert=chunk_json)
     try:
         return recorder, open_source()
     except BaseException as exc:
@@ -392,7 +309,9 @@ def _replayed_chunks(call: BoundaryCall) -> list[ChatGenerationChunk]:
     """The recorded chunks of a replayed stream (the call's span ends here)."""
     with ending(call):
         output = call.substitute(lambda value: value)
-        return [_chunk(chunk) for chunk in recorded_chunks(output, what="a chat model stream")]
+        return [
+            restore_chunk(chunk) for chunk in recorded_chunks(output, what="a chat model stream")
+        ]
 
 
 def wrap_chat_model(
@@ -434,57 +353,6 @@ def wrap_chat_model(
     )
 
 
-# --- tools ----------------------------------------------------------------------------------
-
-# The wrapped tool whose body is running: its async path may call its own sync _run (in an
-# executor that copies the context), which must not be recorded a second time. Other tools
-# and SDK calls made by the tool's code are recorded, as children of its span.
-_running_tool: ContextVar[int | None] = ContextVar("sftrace_running_tool", default=None)
-
-# Keyword arguments LangChain passes to a tool's _run besides the model's arguments.
-_PLUMBING = frozenset({"run_manager", "callbacks", "config"})
-
-
-def _visible_arguments(tool: BaseTool) -> frozenset[str] | None:
-    """The argument names the model fills in (injected arguments excluded)."""
-    try:
-        schema = tool.tool_call_schema
-        if isinstance(schema, dict):
-            return frozenset(schema.get("properties", {}))
-        fields: Any = getattr(schema, "model_fields", None) or getattr(schema, "__fields__", {})
-        return frozenset(fields)
-    except Exception:
-        return None
-
-
-def _tool_input(
-    visible: frozenset[str] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    recorded = {
-        key: value
-        for key, value in kwargs.items()
-        if key not in _PLUMBING and (visible is None or key in visible)
-    }
-    if args:
-        recorded["args"] = list(args)
-    return recorded
-
-
-def _tool_restorer(tool: BaseTool) -> Any:
-    def restore(value: Any) -> Any:
-        if tool.response_format == "content_and_artifact" and isinstance(value, list):
-            return tuple(value)
-        return value
-
-    return restore
-
-
-def _reraise_tool_exception(error: RecordedDependencyError) -> None:
-    """A recorded ``ToolException`` comes back as one, so error handling replays too."""
-    if error.type_name.rpartition(".")[2] == "ToolException":
-        raise ToolException(error.recorded_message) from error
-
-
 def wrap_tool(
     tool: BaseTool, *, replay_policy: ReplayPolicy | str = ReplayPolicy.FROZEN
 ) -> BaseTool:
@@ -500,65 +368,10 @@ def wrap_tool(
         raise ConfigError(
             f"wrap_tool() expects a langchain_core BaseTool, got {type(tool).__qualname__}"
         )
-    if getattr(tool, "__sftrace_tool__", None) is not None:
+    if is_traced_tool(tool):
         return tool
     policy = ReplayPolicy.parse(replay_policy, parameter="replay_policy")
-    spec = BoundarySpec.tool(tool.name, policy, None)
-    copy = tool.model_copy()
-    visible = _visible_arguments(tool)
-    restore = _tool_restorer(copy)
-    what = f"tool {tool.name!r} input"
-    run_sync, run_async = copy._run, copy._arun
-    key = id(copy)
-
-    @functools.wraps(run_sync)
-    def traced_run(*args: Any, **kwargs: Any) -> Any:
-        run = current_run()
-        if run is None or _running_tool.get() == key:
-            return run_sync(*args, **kwargs)
-        input_json = request_json(_tool_input(visible, args, kwargs), _NO_OPTIONS, what=what)
-
-        def body() -> Any:
-            token = _running_tool.set(key)
-            try:
-                return run_sync(*args, **kwargs)
-            finally:
-                _running_tool.reset(token)
-
-        try:
-            return call_sync(run, spec, input_json, body, restore)
-        except RecordedDependencyError as error:
-            _reraise_tool_exception(error)
-            raise
-
-    @functools.wraps(run_async)
-    async def traced_arun(*args: Any, **kwargs: Any) -> Any:
-        run = current_run()
-        if run is None or _running_tool.get() == key:
-            return await run_async(*args, **kwargs)
-        input_json = request_json(_tool_input(visible, args, kwargs), _NO_OPTIONS, what=what)
-
-        async def body() -> Any:
-            token = _running_tool.set(key)
-            try:
-                return await run_async(*args, **kwargs)
-            finally:
-                _running_tool.reset(token)
-
-        try:
-            return await call_async(run, spec, input_json, body, restore)
-        except RecordedDependencyError as error:
-            _reraise_tool_exception(error)
-            raise
-
-    # BaseTool is a pydantic model: instance attributes go around its __setattr__.
-    object.__setattr__(copy, "_run", traced_run)
-    object.__setattr__(copy, "_arun", traced_arun)
-    object.__setattr__(copy, "__sftrace_tool__", spec)
-    return copy
-
-
-_NO_OPTIONS = Options(replay_policy=ReplayPolicy.FROZEN, ignore_fields=())
+    return traced_tool(tool, policy)
 
 
 def wrap_tools(

@@ -89,7 +89,7 @@ from sftrace.integrations._common import (
     summary,
     wire_json,
 )
-from sftrace.integrations._sdk import first_model, last_usage
+from sftrace.integrations._sdk_streams import first_model, last_usage
 
 __all__ = ["instrument", "uninstrument"]
 

@@ -68,15 +68,13 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from sftrace._errors import ConfigError
 from sftrace._model.policy import ReplayPolicy
 from sftrace.integrations._common import JSON, ClassPatches, Options, summary
-from sftrace.integrations._sdk import (
-    Endpoint,
-    declare_sdk,
-    first_model,
+from sftrace.integrations._sdk import Endpoint
+from sftrace.integrations._sdk_patching import (
     instrument_client,
     instrument_create,
     instrument_create_class,
-    last_usage,
 )
+from sftrace.integrations._sdk_streams import declare_sdk, first_model, last_usage
 
 try:  # the Responses API arrived in openai 1.66
     from openai.resources.responses import AsyncResponses, Responses
