@@ -121,8 +121,19 @@ def minimize(
     Raises ``ConfigError`` for bad arguments or a run that neither failed nor is given
     expectations, and ``ReplayError`` when the first replay does not reproduce the failure.
     """
-    # The parameters as given (the first statement, so locals() holds nothing else).
-    target, steps = _steps(**locals())
+    target, steps = _steps(
+        bundle,
+        entrypoint,
+        output=output,
+        overwrite=overwrite,
+        expect=expect,
+        expect_output=expect_output,
+        expect_trajectory=expect_trajectory,
+        max_replays=max_replays,
+        progress=progress,
+        manual=manual,
+        agent_version=agent_version,
+    )
     step = _step(steps, None)
     while not isinstance(step, MinimizeResult):
         step = _step(steps, run_replay(step[0], target, step[1]))
@@ -144,7 +155,19 @@ async def aminimize(
     agent_version: str | None = None,
 ) -> MinimizeResult:
     """The async twin of :func:`minimize`: an async entrypoint is awaited in this loop."""
-    target, steps = _steps(**locals())  # the parameters as given, as in minimize()
+    target, steps = _steps(
+        bundle,
+        entrypoint,
+        output=output,
+        overwrite=overwrite,
+        expect=expect,
+        expect_output=expect_output,
+        expect_trajectory=expect_trajectory,
+        max_replays=max_replays,
+        progress=progress,
+        manual=manual,
+        agent_version=agent_version,
+    )
     step = _step(steps, None)
     while not isinstance(step, MinimizeResult):
         step = _step(steps, await arun_replay(step[0], target, step[1]))

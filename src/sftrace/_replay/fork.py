@@ -292,11 +292,32 @@ async def arun_fork(
 def _prepare(
     bundle: Bundle | str | os.PathLike[str],
     entrypoint: str | Entrypoint,
+    *,
     at: int | str,
     override: Any,
-    **options: Any,
+    save: str | os.PathLike[str] | None,
+    overwrite: bool,
+    mode: ReplayMode | str,
+    live_llms: Iterable[str] | None,
+    allow_live_tools: Iterable[str] | None,
+    manual: ManualHandler | None,
+    agent_version: str | None,
+    tiers: Iterable[str] | None,
+    match_ignore: Mapping[str, Iterable[str]] | None,
 ) -> tuple[Bundle, Entrypoint, ReplayOptions, ForkPlan]:
-    checked = ReplayOptions.build(**options)
+    """Check the arguments of ``fork`` (all of them, as given: no defaults here to drift
+    from the twins'); the recorded run, the entrypoint, the replay options and the plan."""
+    checked = ReplayOptions.build(
+        save=save,
+        overwrite=overwrite,
+        mode=mode,
+        live_llms=live_llms,
+        allow_live_tools=allow_live_tools,
+        manual=manual,
+        agent_version=agent_version,
+        tiers=tiers,
+        match_ignore=match_ignore,
+    )
     recorded = as_bundle(bundle)
     plan = plan_fork(recorded, at, override)
     return recorded, resolve_entrypoint(entrypoint), checked, plan
@@ -347,8 +368,21 @@ def fork(
     ``ConfigError`` for an override that is not JSON or a bad option, before the agent
     runs.
     """
-    # The parameters as given (the first statement, so locals() holds nothing else).
-    recorded, target, options, plan = _prepare(**locals())
+    recorded, target, options, plan = _prepare(
+        bundle,
+        entrypoint,
+        at=at,
+        override=override,
+        save=save,
+        overwrite=overwrite,
+        mode=mode,
+        live_llms=live_llms,
+        allow_live_tools=allow_live_tools,
+        manual=manual,
+        agent_version=agent_version,
+        tiers=tiers,
+        match_ignore=match_ignore,
+    )
     return run_fork(recorded, target, options, plan)
 
 
@@ -369,7 +403,21 @@ async def afork(
     match_ignore: Mapping[str, Iterable[str]] | None = None,
 ) -> ReplayResult:
     """The async twin of :func:`fork`, awaiting an async entrypoint in this loop."""
-    recorded, target, options, plan = _prepare(**locals())  # as in fork()
+    recorded, target, options, plan = _prepare(
+        bundle,
+        entrypoint,
+        at=at,
+        override=override,
+        save=save,
+        overwrite=overwrite,
+        mode=mode,
+        live_llms=live_llms,
+        allow_live_tools=allow_live_tools,
+        manual=manual,
+        agent_version=agent_version,
+        tiers=tiers,
+        match_ignore=match_ignore,
+    )
     return await arun_fork(recorded, target, options, plan)
 
 
