@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import encode_spans
@@ -17,7 +18,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.trace.span import TraceState
 
 from sftrace._export.enrich import SpanPreparer
+from sftrace._export.otlp_http import encode_spans_json
 from sftrace._export.otlp_proto import encode_spans_proto
+from sftrace._model.otlp_json import decode_attributes
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 _INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -124,3 +127,28 @@ def test_agent_spans_with_content_and_caps() -> None:
         SpanPreparer(max_payload_bytes=100, service_name="named"),
     ):
         _assert_same([span, span], preparer)
+
+
+def test_short_values_encoded_once_for_all_spans_stay_exact_past_the_cache_bound() -> None:
+    """Short string values (names, kinds, ids) are encoded with their key once for all
+    spans, in a bounded cache: thousands of distinct ones, more than it keeps, still
+    encode as the official encoder does, in OTLP/protobuf and OTLP/JSON alike."""
+    spans = [
+        ReadableSpan(
+            name=f"tool {number % 7}",
+            context=_context(5, number + 1),
+            resource=_RESOURCE,
+            attributes={"sftrace.kind": "tool", "call.id": f"c-{number}", "n": number},
+            start_time=number,
+            end_time=number + 1,
+            instrumentation_scope=_SCOPES[0],
+        )
+        for number in range(5000)
+    ]
+    preparer = SpanPreparer()
+    _assert_same(spans, preparer)
+    request = orjson.loads(encode_spans_json(spans, preparer))
+    encoded = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert [decode_attributes(span["attributes"]) for span in encoded] == [
+        preparer.prepare_parts(span)[0] for span in spans
+    ]

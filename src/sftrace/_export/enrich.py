@@ -191,7 +191,9 @@ class SpanPreparer:
         assert limit
         truncated = []
         for key, value in attributes.items():
-            if isinstance(value, str):
+            # len * 4 <= limit: fits whatever its characters (truncate_utf8's own first
+            # check, made here so that a span's short values cost no call).
+            if isinstance(value, str) and len(value) * 4 > limit:
                 cut = truncate_utf8(value, limit)
                 if cut is not None:
                     attributes[key] = cut

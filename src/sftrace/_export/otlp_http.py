@@ -64,6 +64,10 @@ _LOCAL_FLAGS = 0x100
 _REMOTE_FLAGS = 0x300
 _STRING_VALUE = b'{"stringValue":'
 _KEY_PREFIXES: dict[str, bytes] = {}  # attribute key -> its encoded start (_key_prefix)
+# (key, short string value) -> the whole item and its comma: the values that repeat from
+# span to span (names, kinds, MIME types, models) cost one look-up per attribute.
+_PAIRS: dict[tuple[str, str], bytes] = {}
+_SHORT = 24  # the longest string value (in characters) kept in _PAIRS
 _KEYS_KEPT = 4096
 
 
@@ -147,10 +151,15 @@ def _with_attributes(
 def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
     """``attributes`` as the items of an OTLP/JSON attribute list (what
     ``encode_attributes`` gives, without the brackets), each distinct string value
-    escaped once."""
+    escaped once, and a short one with its key once for all spans (``_PAIRS``)."""
     parts: list[bytes] = []
     escaped: dict[str, bytes] = {}
+    pairs = _PAIRS
     for key, value in attributes.items():
+        if type(value) is str and len(value) <= _SHORT:
+            item = pairs.get((key, value))
+            parts.append(_pair(key, value) if item is None else item)
+            continue
         prefix = _KEY_PREFIXES.get(key)
         if prefix is None:
             prefix = _key_prefix(key)
@@ -176,6 +185,16 @@ def _key_prefix(key: str) -> bytes:
         _KEY_PREFIXES.clear()
     _KEY_PREFIXES[key] = prefix
     return prefix
+
+
+def _pair(key: str, value: str) -> bytes:
+    """The item of ``key`` and a short string ``value`` with its comma, kept in
+    ``_PAIRS`` (bounded)."""
+    item = b'{"key":%s,"value":{"stringValue":%s}},' % (orjson.dumps(key), orjson.dumps(value))
+    if len(_PAIRS) >= _KEYS_KEPT:
+        _PAIRS.clear()
+    _PAIRS[key, value] = item
+    return item
 
 
 def _add_wire_fields(encoded: JSONDict, span: ReadableSpan) -> None:

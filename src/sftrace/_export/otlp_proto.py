@@ -49,10 +49,20 @@ _DOUBLE = struct.Struct("<d").pack
 _FIXED32 = struct.Struct("<I").pack
 _SMALL = [bytes((n,)) for n in range(128)]
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_TIMES = struct.Struct("<BQBQ").pack  # a span's start and end times: tag, fixed64 each
+# A span's kind field, by the SDK's SpanKind value (OTLP's is that + 1).
+_KINDS = [b"\x30" + bytes((value + 1,)) for value in range(5)]
 # SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote context.
 _LOCAL_FLAGS = _FIXED32(0x100)
 _REMOTE_FLAGS = _FIXED32(0x300)
+_SPAN_LOCAL = b"\x85\x01" + _LOCAL_FLAGS  # Span.flags (field 16, fixed32) with its tag
+_SPAN_REMOTE = b"\x85\x01" + _REMOTE_FLAGS
 _KEYS: dict[str, bytes] = {}  # attribute key -> its encoded KeyValue.key field
+_NAMES: dict[str, bytes] = {}  # span name -> its encoded Span.name field
+# (key, short string value) -> the whole KeyValue, length first: the values that repeat
+# from span to span (names, kinds, MIME types, models) cost one look-up per attribute.
+_PAIRS: dict[tuple[str, str], bytes] = {}
+_SHORT = 24  # the longest string value (in characters) kept in _PAIRS
 _KEYS_KEPT = 4096
 
 
@@ -70,7 +80,8 @@ def _varint(number: int) -> bytes:
 
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: tag, length, payload."""
-    return b"".join((tag, _varint(len(payload)), payload))
+    size = len(payload)
+    return b"".join((tag, _SMALL[size] if size < 0x80 else _varint(size), payload))
 
 
 def _text(tag: bytes, text: str) -> bytes:
@@ -138,16 +149,19 @@ def _span(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Ev
     assert context is not None
     parts = _identity(context)
     if parent is not None:
-        parts.append(b"\x22\x08")
-        parts.append(parent.span_id.to_bytes(8, "big"))
-    if span.name:
-        parts.append(_text(b"\x2a", span.name))
-    parts.append(b"\x30")
-    parts.append(_varint(span.kind.value + 1))  # SDK SpanKind + 1 = OTLP's
-    if span.start_time:
-        parts.append(b"\x39" + _FIXED64(span.start_time))
-    if span.end_time:
-        parts.append(b"\x41" + _FIXED64(span.end_time))
+        parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
+    name = span.name
+    if name:
+        parts.append(_NAMES.get(name) or _name(name))
+    parts.append(_KINDS[span.kind.value])
+    start, end = span.start_time, span.end_time
+    if start and end:
+        parts.append(_TIMES(0x39, start, 0x41, end))
+    else:  # a zero time is left out, as the official encoder does
+        if start:
+            parts.append(b"\x39" + _FIXED64(start))
+        if end:
+            parts.append(b"\x41" + _FIXED64(end))
     parts.append(_attributes(b"\x4a", attributes))
     for tag, count in ((b"\x50", span.dropped_attributes), (b"\x60", span.dropped_events)):
         if count:
@@ -157,9 +171,17 @@ def _span(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Ev
     if span.dropped_links:
         parts.append(b"\x70" + _varint(span.dropped_links))
     parts.append(_field(b"\x7a", _status(span)))
-    parts.append(b"\x85\x01")
-    parts.append(_REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS)
+    parts.append(_SPAN_REMOTE if parent is not None and parent.is_remote else _SPAN_LOCAL)
     return b"".join(parts)
+
+
+def _name(name: str) -> bytes:
+    """A span's encoded ``name`` field, kept for the names seen most (bounded)."""
+    encoded = _text(b"\x2a", name)
+    if len(_NAMES) >= _KEYS_KEPT:
+        _NAMES.clear()
+    _NAMES[name] = encoded
+    return encoded
 
 
 def _trace_state(context: Any) -> str:
@@ -203,26 +225,49 @@ def _link(link: Link) -> bytes:
 def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
     """``attributes`` as repeated ``KeyValue`` fields numbered by ``tag``; each distinct
     string value is encoded once however many keys repeat it (the input and output
-    appear under several keys in the OTLP copy)."""
+    appear under several keys in the OTLP copy), and a short one with its key is
+    encoded once for all spans (``_PAIRS``)."""
     if not attributes:
         return b""
     parts: list[bytes] = []
     seen: dict[str, bytes] = {}
+    pairs = _PAIRS
     for key, value in attributes.items():
-        prefix = _KEYS.get(key)
-        if prefix is None:
-            prefix = _key(key)
         if type(value) is str:
+            if len(value) <= _SHORT:
+                pair = pairs.get((key, value))
+                if pair is None:
+                    pair = _pair(key, value)
+                parts.append(tag)
+                parts.append(pair)
+                continue
             encoded = seen.get(value)
             if encoded is None:
                 encoded = seen[value] = _field(b"\x12", _text(b"\x0a", value))
         else:
             encoded = _field(b"\x12", _value(value))
+        prefix = _KEYS.get(key)
+        if prefix is None:
+            prefix = _key(key)
         parts.append(tag)
         parts.append(_varint(len(prefix) + len(encoded)))
         parts.append(prefix)
         parts.append(encoded)
     return b"".join(parts)
+
+
+def _pair(key: str, value: str) -> bytes:
+    """The ``KeyValue`` of ``key`` and a short string ``value``, its length first, kept
+    in ``_PAIRS`` (bounded)."""
+    prefix = _KEYS.get(key)
+    if prefix is None:
+        prefix = _key(key)
+    encoded = _field(b"\x12", _text(b"\x0a", value))
+    pair = _varint(len(prefix) + len(encoded)) + prefix + encoded
+    if len(_PAIRS) >= _KEYS_KEPT:
+        _PAIRS.clear()
+    _PAIRS[key, value] = pair
+    return pair
 
 
 def _key(key: str) -> bytes:
