@@ -335,20 +335,3 @@ def test_the_fork_point_may_be_reached_with_another_input(
     point = result.matched[1]
     assert (point.action, point.tier) == ("overridden", tier)
     assert [path for path, _, _ in point.differences] == paths
-
-
-def test_every_parameter_of_fork_and_afork_reaches_the_checks() -> None:
-    """fork/afork pass each parameter by name to the function that checks them, which
-    takes exactly their parameters (no defaults of its own to drift), so mypy checks
-    every name and a parameter added to the twins cannot be left unchecked."""
-    import inspect
-
-    from sftrace._replay import fork as module
-
-    checked = inspect.signature(module._prepare).parameters
-    for twin in (fork, afork):
-        given = inspect.signature(twin).parameters
-        assert [(p.name, p.kind) for p in given.values()] == [
-            (p.name, p.kind) for p in checked.values()
-        ]
-    assert all(p.default is inspect.Parameter.empty for p in checked.values())

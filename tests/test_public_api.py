@@ -162,3 +162,27 @@ def test_minimize_and_aminimize_are_public_twins() -> None:
     assert [p.default for p in sync.parameters.values()] == [
         p.default for p in twin.parameters.values()
     ]
+
+
+@pytest.mark.parametrize(
+    ("module_name", "checker", "twins"),
+    [
+        ("sftrace._replay.fork", "_prepare", ("fork", "afork")),
+        ("sftrace._regress.minimize", "_steps", ("minimize", "aminimize")),
+    ],
+)
+def test_every_parameter_of_the_twins_reaches_their_checks(
+    module_name: str, checker: str, twins: tuple[str, str]
+) -> None:
+    """fork/afork and minimize/aminimize pass each parameter by name to the function that
+    checks them, which takes exactly their parameters (no defaults of its own to drift):
+    mypy checks every name, and a parameter added to the twins cannot go unchecked."""
+    import inspect
+
+    checked = inspect.signature(getattr(importlib.import_module(module_name), checker))
+    for twin in twins:
+        given = inspect.signature(getattr(sftrace, twin)).parameters
+        assert [(p.name, p.kind) for p in given.values()] == [
+            (p.name, p.kind) for p in checked.parameters.values()
+        ]
+    assert all(p.default is inspect.Parameter.empty for p in checked.parameters.values())
