@@ -19,7 +19,6 @@ from pydantic import TypeAdapter
 
 from sftrace._record.boundary import BoundaryCall
 from sftrace._record.llm import llm_spec
-from sftrace._record.run import current_run
 from sftrace.integrations import openai as openai_integration
 from sftrace.integrations._common import (
     JSON,
@@ -28,9 +27,9 @@ from sftrace.integrations._common import (
     StreamRecorder,
     ending,
     input_json,
-    inside_call,
     inside_sdk_call,
     recorded_chunks,
+    recording_run,
     summary,
     wire_json,
 )
@@ -107,9 +106,7 @@ def request(arguments: Mapping[str, Any]) -> dict[str, Any]:
 def _begin(
     options: Options, model: Model, original: Callable[..., Any], args: Any, kwargs: Any
 ) -> BoundaryCall | None:
-    if inside_call.get():
-        return None
-    run = current_run()
+    run = recording_run()
     if run is None:
         return None
     bound = inspect.signature(original).bind(model, *args, **kwargs)
@@ -174,13 +171,11 @@ async def _recorded_stream(call: BoundaryCall, source: Any) -> AsyncIterator[Any
         iterator = source.__aiter__()
         try:
             while True:
-                token = inside_call.set(True)
                 try:
-                    event = await iterator.__anext__()
+                    with inside_sdk_call():
+                        event = await iterator.__anext__()
                 except StopAsyncIteration:
                     break
-                finally:
-                    inside_call.reset(token)
                 recorder.add(event)
                 yield event
         finally:

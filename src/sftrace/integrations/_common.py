@@ -18,6 +18,7 @@ from sftrace._model.jsonpath import parse_paths, strip
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import canonical, dumps, to_json
 from sftrace._record.boundary import BoundaryCall
+from sftrace._record.run import ActiveRun, current_run
 
 JSON = Any
 
@@ -40,6 +41,15 @@ def inside_sdk_call() -> Iterator[None]:
         yield
     finally:
         inside_call.reset(token)
+
+
+def recording_run() -> ActiveRun | None:
+    """The run an instrumented call is recorded in (or answered from, in a replay); None
+    when the call just runs: made by another instrumented call (see ``inside_call``), or
+    outside ``record()``/``replay()``."""
+    if inside_call.get():
+        return None
+    return current_run()
 
 
 class Ending:

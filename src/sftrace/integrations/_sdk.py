@@ -21,7 +21,6 @@ from typing import Any
 from sftrace._internal import internal_error, log_once
 from sftrace._record.boundary import BoundaryCall
 from sftrace._record.llm import llm_spec
-from sftrace._record.run import current_run
 from sftrace.integrations._common import (
     JSON,
     Ending,
@@ -29,11 +28,11 @@ from sftrace.integrations._common import (
     StreamRecorder,
     Summarize,
     ending,
-    inside_call,
     inside_sdk_call,
     is_not_given,
     materialize,
     recorded_chunks,
+    recording_run,
     request_json,
     wire_json,
 )
@@ -65,9 +64,7 @@ def _begin(
     """The call recording (or replaying) this SDK call and the arguments to make it with;
     None when the SDK call just runs: nested in an instrumented call, outside
     ``record()``/``replay()``, or a raw-response call."""
-    if inside_call.get():
-        return None
-    run = current_run()
+    run = recording_run()
     if run is None:
         return None
     if _raw_response_requested(kwargs):

@@ -72,8 +72,7 @@ from anthropic.types import Message, RawMessageStreamEvent
 
 from sftrace._errors import ConfigError
 from sftrace._model.policy import ReplayPolicy
-from sftrace._record.run import current_run
-from sftrace.integrations._common import JSON, ClassPatches, Options, inside_call, summary
+from sftrace.integrations._common import JSON, ClassPatches, Options, recording_run, summary
 from sftrace.integrations._sdk import Endpoint, call_async, call_sync
 from sftrace.integrations._sdk_patching import (
     instrument_client,
@@ -146,7 +145,7 @@ def _sync_stream(resource: Any, stream: Any, options: Options, provider: str) ->
 
     @functools.wraps(stream)
     def traced(*args: Any, **kwargs: Any) -> Any:
-        if inside_call.get() or current_run() is None:
+        if recording_run() is None:
             return stream(*args, **kwargs)
 
         def real_request(request: dict[str, Any]) -> Any:
@@ -168,7 +167,7 @@ def _async_stream(resource: Any, stream: Any, options: Options, provider: str) -
 
     @functools.wraps(stream)
     def traced(*args: Any, **kwargs: Any) -> Any:
-        if inside_call.get() or current_run() is None:
+        if recording_run() is None:
             return stream(*args, **kwargs)
 
         async def real_request(request: dict[str, Any]) -> Any:

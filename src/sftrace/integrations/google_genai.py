@@ -70,7 +70,6 @@ from sftrace._model.serialize import loads
 from sftrace._record.boundary import BoundaryCall
 from sftrace._record.failure import ErrorCodec, ErrorDetails, register_error_codec
 from sftrace._record.llm import llm_spec
-from sftrace._record.run import current_run
 from sftrace.integrations._common import (
     JSON,
     Options,
@@ -78,10 +77,10 @@ from sftrace.integrations._common import (
     arecord_items,
     ending,
     input_json,
-    inside_call,
     inside_sdk_call,
     record_items,
     recorded_chunks,
+    recording_run,
     summary,
     type_serializer,
 )
@@ -142,9 +141,7 @@ def instrument(
 def _begin(
     options: Options, provider: str, kwargs: dict[str, Any], *, stream: bool
 ) -> BoundaryCall | None:
-    if inside_call.get():
-        return None
-    run = current_run()
+    run = recording_run()
     if run is None:
         return None
     model = kwargs.get("model")

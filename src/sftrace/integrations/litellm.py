@@ -72,7 +72,6 @@ from sftrace._model.serialize import loads
 from sftrace._record.boundary import BoundaryCall
 from sftrace._record.failure import ErrorCodec, ErrorDetails, register_error_codec
 from sftrace._record.llm import llm_spec
-from sftrace._record.run import current_run
 from sftrace.integrations._common import (
     JSON,
     ClassPatches,
@@ -80,11 +79,11 @@ from sftrace.integrations._common import (
     StreamRecorder,
     arecord_items,
     ending,
-    inside_call,
     inside_sdk_call,
     materialize,
     record_items,
     recorded_chunks,
+    recording_run,
     request_json,
     summary,
     wire_json,
@@ -187,9 +186,7 @@ def _provider(kwargs: dict[str, Any]) -> tuple[str, str]:
 
 
 def _begin(options: Options, kwargs: dict[str, Any]) -> tuple[BoundaryCall, dict[str, Any]] | None:
-    if inside_call.get():
-        return None
-    run = current_run()
+    run = recording_run()
     if run is None:
         return None
     kwargs = materialize(kwargs)

@@ -71,8 +71,8 @@ from sftrace.integrations._common import (
     Options,
     ending,
     input_json,
-    inside_call,
     inside_sdk_call,
+    recording_run,
     wire_json,
 )
 
@@ -175,9 +175,7 @@ def _begin(
     options: Options, method: Method, function: Callable[..., Any], args: Any, kwargs: Any
 ) -> BoundaryCall | None:
     """The recording (or replaying) call for one MCP call; None when it just runs."""
-    if inside_call.get():
-        return None
-    run = current_run()
+    run = recording_run()
     if run is None:
         return None
     described = method.describe(_bind(function, args, kwargs))
