@@ -23,7 +23,7 @@ from sftrace._record.redaction import is_marker
 from sftrace._record.redaction_apply import redact_plain, replacer
 from sftrace._record.redaction_keys import BUILTIN_KEYS, key_words
 from sftrace._record.redaction_rules import RUN_CHARACTERS
-from sftrace._record.redaction_set import ANY, CLEAR, FOLDS, SPACES, RuleSet, relax
+from sftrace._record.redaction_set import ANY, CLEAR, FOLDS, SPACES, RuleSet, gate, relax
 
 _DEFAULT = Redactor()
 _REDACTORS = {
@@ -340,6 +340,11 @@ def _relaxed(pattern: re.Pattern[str]) -> Any:
     return re2.compile(relax(pattern))
 
 
+@functools.cache
+def _gated(pattern: re.Pattern[str]) -> Any:
+    return re2.compile(gate(pattern) or relax(pattern))
+
+
 @pytest.mark.parametrize("pattern", _PATTERNS, ids=lambda pattern: pattern.pattern[:30])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(st.sampled_from(_CHARS), max_size=24) | _TEXT)
@@ -352,6 +357,7 @@ def test_relaxation_matches_wherever_the_regex_matches(pattern: re.Pattern[str],
         return
     for json_text in (orjson.dumps([text]).decode(), json.dumps({"k": text})):
         assert _relaxed(pattern).search(json_text) is not None, (pattern.pattern, json_text)
+        assert _gated(pattern).search(json_text) is not None, (pattern.pattern, json_text)
 
 
 def test_folds_are_pythons() -> None:
@@ -378,10 +384,10 @@ def test_a_set_that_gives_up_is_not_clear() -> None:
 
     ruleset = RuleSet(_DEFAULT.rules, [], names=BUILTIN_KEYS)
     assert ruleset.check('{"v":"nothing here"}') == CLEAR
-    ruleset._set = GaveUp()
+    ruleset._match = GaveUp().Match
     assert ruleset.check('{"v":"nothing here"}') == ANY
     redactor = Redactor()
-    redactor._set._set = GaveUp()
+    redactor._set._match = GaveUp().Match
     assert redactor.redact_json('{"password":"hunter2"}')[1]
 
 
@@ -389,3 +395,24 @@ def test_a_set_that_cannot_compile_is_never_clear() -> None:
     """Patterns beyond RE2's memory: every text takes the slow path."""
     ruleset = RuleSet(_DEFAULT.rules, [], names=BUILTIN_KEYS, max_mem=1 << 16)
     assert ruleset.check('{"v":"nothing here"}') == ANY
+
+
+def test_a_gate_is_the_run_without_what_it_must_hold() -> None:
+    """A rule whose relaxation spells out a run holding a character (the AWS secret)
+    enters the set as the plain run, and its relaxation runs only when that matched: a
+    git commit id (a 40-character run, no capital) is still cleared, a secret is not."""
+    aws = next(rule.find for rule in _DEFAULT.rules if rule.name == "aws_secret_access_key")
+    plain = gate(aws)
+    assert plain is not None
+    assert plain != relax(aws)
+    assert gate(re.compile(r"sk-[A-Za-z0-9]{20,}")) is None
+    commit = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+    assert re2.compile(plain).search(f'"{commit}"') is not None
+    assert _clear(_DEFAULT, orjson.dumps({"sha": commit, "sha256": commit * 2}).decode())
+    ruleset = RuleSet(_DEFAULT.rules, [])
+    assert ruleset.check(orjson.dumps([commit]).decode()) == CLEAR
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert ruleset.check(orjson.dumps([commit, secret]).decode()) != CLEAR
+    escaped = secret.replace("/", "\\/")  # JSON may write "/" as "\/"
+    assert json.loads(f'["{escaped}"]') == [secret]
+    assert ruleset.check(f'["{escaped}"]') != CLEAR

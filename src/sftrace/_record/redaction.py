@@ -196,6 +196,7 @@ class Redactor:
         )
         # A callback may redact anything: every value is walked.
         self._always_walk = callback is not None
+        self._active = bool(self._keys or self._rules or self._user_rules or self._always_walk)
 
     def __repr__(self) -> str:
         names = [rule.name for rule in (*self._rules, *self._user_rules)]
@@ -207,7 +208,7 @@ class Redactor:
     @property
     def active(self) -> bool:
         """False when there is no rule at all (redaction switched off)."""
-        return bool(self._keys or self._rules or self._user_rules or self._always_walk)
+        return self._active
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -254,7 +255,7 @@ class Redactor:
         ``key``: the name the value is stored under (a state change's key); a sensitive
         one redacts the whole value.
         """
-        if not self.active:
+        if not self._active:
             return text, []
         sensitive = key is not None and self.sensitive_key(key)
         survey = self._survey(text, known)

@@ -28,9 +28,10 @@ the text is not valid UTF-8), the caller takes the slow path.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any, Final
@@ -363,6 +364,20 @@ def relax(pattern: re.Pattern[str]) -> str:
     return _sequence(list(parsed), parsed.state.flags, edges=True) or "(?s:.)*"
 
 
+def gate(pattern: re.Pattern[str]) -> str | None:
+    """A coarser relaxation of ``pattern`` for the set, when :func:`relax` spells out a
+    run holding a character (``(?=C*X)C{n}``: n branches, which multiply the states of
+    the set's DFA with those of every other pattern on long runs): the same pattern with
+    the lookaheads left out, the run plain. None: ``relax(pattern)`` is the gate."""
+    parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    flags = parsed.state.flags
+    items = list(parsed)
+    if not any(_run_holding(items, index, flags) for index in range(len(items))):
+        return None
+    plain = [item for item in items if item[0] is not sre.ASSERT]
+    return _sequence(plain, flags, edges=True) or "(?s:.)*"
+
+
 def names_pattern(names: Sequence[str]) -> str:
     """Member names whose trailing words are one of ``names``, before the ``:`` after
     them: each name's letters in either case with anything but a letter or a digit
@@ -378,7 +393,11 @@ def names_pattern(names: Sequence[str]) -> str:
 class RuleSet:
     """The RE2 set of the value rules ``rules`` (built-in) and ``own`` (yours), and of
     the sensitive member ``names`` (built-in) and ``own_names``; built on first use
-    (importing RE2 then)."""
+    (importing RE2 then).
+
+    A rule with a :func:`gate` enters the set as its gate; only when the gate matches
+    does its relaxation run (one RE2 search), so a value holding a plain run (a git
+    commit id) is still cleared."""
 
     def __init__(
         self,
@@ -389,55 +408,73 @@ class RuleSet:
         own_names: Sequence[str] = (),
         max_mem: int = 64 << 20,
     ) -> None:
-        self._patterns = [relax(rule.find) for rule in rules]
+        self._patterns: list[str] = []
+        self._exact: dict[int, str] = {}  # set index -> the relaxation behind its gate
+        for rule in rules:
+            self._add(rule)
         if names:
             self._patterns.append(names_pattern(names))
-        self._own = [relax(rule.find) for rule in own]
+        self._builtin = len(self._patterns)  # set indexes up to this: built-in
+        for rule in own:
+            self._add(rule)
         if own_names:
-            self._own.append(names_pattern(own_names))
-        self._set: Any = None
+            self._patterns.append(names_pattern(own_names))
+        self._match: Callable[[bytes], list[int] | None] | None = None
+        self._confirm: dict[int, Callable[[bytes], object]] = {}
         self._lock = threading.Lock()
         self._max_mem = max_mem
 
-    def _compiled(self) -> Any:
+    def _add(self, rule: Rule) -> None:
+        relaxed, coarse = relax(rule.find), gate(rule.find)
+        if coarse is not None:
+            self._exact[len(self._patterns) + 1] = relaxed  # (the sentinel is 0)
+        self._patterns.append(coarse or relaxed)
+
+    def _compiled(self) -> Callable[[bytes], list[int] | None]:
         import re2  # type: ignore[import-untyped]
 
         with self._lock:
-            if self._set is None:
+            if self._match is None:
                 options = re2.Options()
                 options.max_mem = self._max_mem
                 options.log_errors = False
                 compiled = re2.Set.SearchSet(options)
                 compiled.Add(r"\z")  # the sentinel: found unless the DFA gave up
-                for pattern in [*self._patterns, *self._own]:
+                for pattern in self._patterns:
                     try:
                         compiled.Add(pattern)
                     except re2.error:  # beyond RE2's limits: may match anywhere
                         compiled.Add(r"(?s:.)*")
+                for index, pattern in self._exact.items():
+                    with contextlib.suppress(re2.error):  # (else the gate alone decides)
+                        self._confirm[index] = re2.compile(pattern, options).search
                 try:
                     compiled.Compile()
+                    # (RE2's own Match, without the wrapper's Python frame)
+                    self._match = compiled._set.Match
                 except re2.error:  # too big for max_mem: can never tell
-                    compiled = _Unknown()
-                self._set = compiled
-        return self._set
+                    self._match = _never
+        return self._match
 
     def check(self, json_text: str) -> int:
         """CLEAR, BUILTIN or ANY (see above) for the JSON text ``json_text``."""
-        compiled = self._set or self._compiled()
+        match = self._match or self._compiled()
         try:
             data = json_text.encode()
         except UnicodeEncodeError:  # (lone surrogates)
             return ANY
-        found = compiled.Match(data)
+        found = match(data)
         if not found or 0 not in found:
             return ANY  # (the sentinel, pattern 0, is missing)
         if len(found) == 1:
             return CLEAR
-        return ANY if max(found) > len(self._patterns) else BUILTIN
+        if self._confirm:
+            found = [i for i in found if i not in self._confirm or self._confirm[i](data)]
+            if len(found) == 1:
+                return CLEAR
+        return ANY if max(found) > self._builtin else BUILTIN
 
 
-class _Unknown:
-    """A set that could not be compiled: it matches nothing, not even its sentinel."""
-
-    def Match(self, data: bytes) -> None:
-        return None
+def _never(data: bytes) -> None:
+    """The match of a set that could not be compiled: nothing, not even its sentinel."""
+    return None
