@@ -42,9 +42,10 @@ class Decision:
     fresh: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reached:
-    """What the replay reached: identifies a call like ``Call`` does."""
+    """What the replay reached: identifies a call like ``Call`` does. (Not frozen: one is
+    built per call reached, and a frozen dataclass's ``__init__`` costs twice as much.)"""
 
     kind: str
     name: str

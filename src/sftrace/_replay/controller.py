@@ -76,7 +76,10 @@ class ReplayController:
         self.allow_live_tools = frozenset(options.allow_live_tools)
         self.manual = options.manual
         self.recorded_run_id = recorded_run_id
-        self.matched: list[MatchedCall] = []
+        # What the replay did with each call reached, as the fields of a ``MatchedCall``:
+        # the records themselves are built when ``matched`` is read (once, mostly).
+        self._matched: list[tuple[Any, ...]] = []
+        self._matched_built: list[MatchedCall] = []
         self.divergence: ReplayError | None = None
         self.reached_count = 0
         self._used = [False] * len(calls)
@@ -105,6 +108,25 @@ class ReplayController:
                 index_of[(identity, key)].append(index)
             self._by_key[tier] = index_of
         return index_of
+
+    def note_matched(
+        self,
+        number: int,
+        recorded: Call,
+        action: str,
+        tier: MatchTier | None = None,
+        differences: tuple[tuple[str, Any, Any], ...] = (),
+    ) -> None:
+        """Note what the replay did with reached call ``number`` (see ``MatchedCall``)."""
+        self._matched.append((number, recorded, action, tier, differences))
+
+    @property
+    def matched(self) -> list[MatchedCall]:
+        """A ``MatchedCall`` for each call reached so far, in the order reached."""
+        with self.lock:
+            built = self._matched_built
+            built.extend(MatchedCall(*row) for row in self._matched[len(built) :])
+            return list(built)
 
     @property
     def unused(self) -> list[Call]:
@@ -144,7 +166,7 @@ class ReplayController:
             if self.options.on_miss == "live" and self.options.may_run_live(
                 *call_identity(reached)
             ):
-                self.matched.append(MatchedCall(number, unrecorded_call(reached), "live"))
+                self.note_matched(number, unrecorded_call(reached), "live")
                 return Decision(Action.EXECUTE)
             self._diverge(exc)
             return Decision(Action.RAISE, error=exc)
@@ -162,7 +184,7 @@ class ReplayController:
         diffs: tuple[tuple[str, Any, Any], ...] = ()
         if tier != "exact":
             diffs = tuple(differences(recorded.input, loads(reached.input_json)))
-        self.matched.append(MatchedCall(number, recorded, label, tier, diffs))
+        self.note_matched(number, recorded, label, tier, diffs)
         if decision.action is Action.RAISE and not decision.recorded_failure:
             assert isinstance(decision.error, ReplayError)
             self._diverge(decision.error)
@@ -207,7 +229,7 @@ class ReplayController:
                     self._used[index] = True
                     if self.match is MatchMode.STRICT:
                         self._next += 1
-                    self.matched.append(MatchedCall(number, recorded, Action.EXECUTE.value))
+                    self.note_matched(number, recorded, Action.EXECUTE.value)
                     break
         return Decision(Action.EXECUTE)
 

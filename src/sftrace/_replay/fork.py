@@ -32,12 +32,7 @@ from sftrace._model.policy import ReplayMode
 from sftrace._model.serialize import dumps
 from sftrace._model.text import pluralize, shorten
 from sftrace._record.intercept import Action, Decision, Reached
-from sftrace._replay.controller import (
-    MatchedCall,
-    ReplayController,
-    call_identity,
-    unrecorded_call,
-)
+from sftrace._replay.controller import ReplayController, call_identity, unrecorded_call
 from sftrace._replay.options import ManualHandler, ReplayOptions
 from sftrace._replay.run import (
     Entrypoint,
@@ -197,7 +192,7 @@ class ForkController(ReplayController):
     def _decide(self, reached: Reached) -> Decision:
         if self.fork_number is not None:  # after the fork point: everything runs for real
             self.reached_count += 1
-            self.matched.append(MatchedCall(self.reached_count, unrecorded_call(reached), "live"))
+            self.note_matched(self.reached_count, unrecorded_call(reached), "live")
             return Decision(Action.EXECUTE)
         # Strict order: the fork point comes once every recorded call before it was used
         # (answered, or covered by a call answered without running its body).
@@ -221,10 +216,10 @@ class ForkController(ReplayController):
         self.fork_number = number
         tier, diffs = self.input_match(recorded, reached)
         if self.plan.override_json is None:
-            self.matched.append(MatchedCall(number, recorded, Action.EXECUTE.value, tier, diffs))
+            self.note_matched(number, recorded, Action.EXECUTE.value, tier, diffs)
             return Decision(Action.EXECUTE, recorded)
         self._cover(index)  # its body does not run: the calls recorded inside it are not made
-        self.matched.append(MatchedCall(number, recorded, "overridden", tier, diffs))
+        self.note_matched(number, recorded, "overridden", tier, diffs)
         return Decision(Action.RETURN, _overridden(recorded, self.plan.override_json), fresh=True)
 
 

@@ -85,7 +85,7 @@ class ReplaySession:
     # -- results -------------------------------------------------------------------------
     @property
     def matched(self) -> list[MatchedCall]:
-        return list(self.controller.matched)
+        return self.controller.matched
 
     @property
     def unused(self) -> list[Call]:
