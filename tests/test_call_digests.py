@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from regress_helpers import invoke, llm, record_steps, tool
-from sftrace import load_bundle, validate_bundle
+from regress_helpers import invoke, llm, play, record_steps, tool
+from sftrace import load_bundle, replay, validate_bundle
 
 STEPS = [tool("lookup", {"days": 45}, order_id="A-1"), llm("m-1", {"ok": True}, q="refund?")]
 
@@ -94,3 +94,19 @@ def test_bundles_without_digests_still_validate(bundle: Path) -> None:
     problems = validate_bundle(bundle)
     assert all("changed after it was recorded" not in p for p in problems)
     assert validate_bundle(bundle, verify_integrity=False) == []
+
+
+def test_a_replayed_call_carries_the_digests_of_its_input_and_output(bundle: Path) -> None:
+    """A call answered from the recording keeps the recorded digest of the output it
+    answers with (and hashes its input): the same digests the recorded call carries."""
+    recorded = {call.seq: call for call in load_bundle(bundle).calls}
+    with replay(bundle) as session:
+        play(STEPS)
+    calls = [s for s in session.spans if (s.attributes or {}).get("sftrace.seq")]
+    assert len(calls) == len(recorded) == 2
+    for span in calls:
+        attributes = span.attributes or {}
+        call = recorded[attributes["sftrace.seq"]]
+        assert attributes["sftrace.output"] == call.output_json
+        expected = _sha(attributes["sftrace.input"])[:16] + _sha(call.output_json or "")[:16]
+        assert attributes["sftrace.digests"] == expected == call.attributes["sftrace.digests"]

@@ -11,6 +11,7 @@ import orjson
 from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes
+from sftrace._model.stored import DIGEST_CHARS
 from sftrace._model.text import shorten
 
 LineRef = tuple[bytes | bytearray, int, int, str, int]
@@ -105,6 +106,7 @@ class Call:
 
     __slots__ = (
         "_attributes",
+        "_digests",
         "_input",
         "_line",
         "_noted",
@@ -143,6 +145,7 @@ class Call:
         attributes: dict[str, Any] | None = None,
         line: LineRef | None = None,
         noted: tuple[str, ...] | None = None,
+        digests: str | None = None,
     ) -> None:
         self.seq = seq
         self.kind = kind
@@ -159,6 +162,7 @@ class Call:
         self._attributes = attributes
         self._line = line  # where the span's line is: to decode it again, to name it
         self._noted = noted  # which of NOTED_KEYS the attributes have (None: not noted)
+        self._digests = digests  # a loaded call's sftrace.digests, as its line stores them
         self._input = Call._MISSING
         self._output = Call._MISSING
 
@@ -192,6 +196,15 @@ class Call:
         ):
             return False
         return key in self.attributes
+
+    def output_digest(self) -> str | None:
+        """The digest of ``output_json`` that a loaded call's line stores (its part of
+        ``sftrace.digests``), or None: a replay answering with the recorded text keeps the
+        recorded digest (as a bundle keeps the digests it stores) instead of hashing it."""
+        digests = self._digests
+        if digests is None or not self.output_json or len(digests) != 2 * DIGEST_CHARS:
+            return None
+        return digests[DIGEST_CHARS:]
 
     @property
     def input(self) -> Any:
@@ -332,6 +345,7 @@ def call_from_span(
         attributes=None if line is not None else attributes,
         line=line,
         noted=_noted(attributes) if line is not None else None,
+        digests=attributes.get(A.DIGESTS) if line is not None else None,
     )
 
 

@@ -212,8 +212,10 @@ class BoundaryCall:
         self._refuse_unrecorded(recorded)
         value = recorded.fresh_output()
         output_json = recorded.output_json or "null"
-        fresh = self.decision is not None and self.decision.fresh
-        self._set_output(self._redacted_output(output_json) if fresh else output_json)
+        if self.decision is not None and self.decision.fresh:
+            self._set_output(self._redacted_output(output_json))
+        else:  # the recorded text: the recording's digest of it holds
+            self._set_output(output_json, recorded.output_digest())
         if self.spec.kind == A.KIND_LLM:
             attributes = recorded.attributes
             self.span.set_attributes(
@@ -249,10 +251,11 @@ class BoundaryCall:
             self.span.set_attribute(A.REDACTIONS, canonical(self.redactions))
             self.run.note_redactions(self.seq, records)
 
-    def _set_output(self, output_json: str) -> None:
+    def _set_output(self, output_json: str, digest: str | None = None) -> None:
+        """Set the output and the digests; ``digest``: the output's, when already known."""
         attributes = {
             A.OUTPUT: output_json,
-            A.DIGESTS: self.input_digest + value_digest(output_json),
+            A.DIGESTS: self.input_digest + (digest or value_digest(output_json)),
         }
         if self.spec.kind == A.KIND_TOOL:
             attributes[A.GEN_AI_TOOL_CALL_RESULT] = output_json
