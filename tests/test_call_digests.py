@@ -97,8 +97,8 @@ def test_bundles_without_digests_still_validate(bundle: Path) -> None:
 
 
 def test_a_replayed_call_carries_the_digests_of_its_input_and_output(bundle: Path) -> None:
-    """A call answered from the recording keeps the recorded digest of the output it
-    answers with (and hashes its input): the same digests the recorded call carries."""
+    """A call answered from the recording keeps the digests its line stores (its input
+    is the same text, its output the recorded one): they are those of the texts."""
     recorded = {call.seq: call for call in load_bundle(bundle).calls}
     with replay(bundle) as session:
         play(STEPS)

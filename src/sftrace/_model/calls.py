@@ -197,12 +197,17 @@ class Call:
             return False
         return key in self.attributes
 
-    def output_digest(self) -> str | None:
-        """The digest of ``output_json`` that a loaded call's line stores (its part of
-        ``sftrace.digests``), or None: a replay answering with the recorded text keeps the
-        recorded digest (as a bundle keeps the digests it stores) instead of hashing it."""
+    def stored_digest(self, field: str) -> str | None:
+        """The digest of ``input_json`` (``field="input"``) or ``output_json``
+        (``"output"``) that a loaded call's line stores in ``sftrace.digests``, or None:
+        a replay making a span with the same text keeps the recorded digest (as a bundle
+        keeps the digests it stores) instead of hashing the text again."""
         digests = self._digests
-        if digests is None or not self.output_json or len(digests) != 2 * DIGEST_CHARS:
+        if digests is None:
+            return None
+        if field == "input":
+            return digests[:DIGEST_CHARS] if len(digests) >= DIGEST_CHARS else None
+        if not self.output_json or len(digests) != 2 * DIGEST_CHARS:
             return None
         return digests[DIGEST_CHARS:]
 

@@ -1,9 +1,9 @@
 """The interceptor shared by every instrumented boundary (tools and LLM calls).
 
 A boundary call starts a span carrying its kind, name, sequence number and canonical
-JSON input. During a replay the replay processor has already decided, as the span
-started, what the call does; this module acts on that decision. Results and exceptions
-of the wrapped body pass through unchanged (same object, same traceback).
+JSON input. During a replay the run's replay decides, before the span starts, what the
+call does; this module acts on that decision. Results and exceptions of the wrapped body
+pass through unchanged (same object, same traceback).
 """
 
 from __future__ import annotations
@@ -109,33 +109,37 @@ class BoundaryCall:
         # and a replay matches the redacted input against the redacted recording.
         input_json, found = run.redactor.redact_json(input_json, known=run.known_secrets)
         self.redactions = [redaction.record("input") for redaction in found] if found else []
+        self.span: Span
+        self.decision: Decision | None = None
+        replay = run.replay
+        digest = None
+        if replay is not None:
+            # Decided before the span starts: a recorded call with the same input text
+            # lends the span the digest its line stores of that text.
+            self.decision = decision = replay.decide(
+                Reached(spec.kind, spec.name, spec.provider, input_json)
+            )
+            recorded = decision.recorded
+            if recorded is not None and recorded.input_json == input_json:
+                digest = recorded.stored_digest("input")
         attributes = dict(spec.attributes)
         attributes[A.SEQ] = seq
         attributes[A.INPUT] = input_json
         # sftrace.digests: the input's now, the output's appended when the call ends.
-        attributes[A.DIGESTS] = self.input_digest = value_digest(input_json)
+        attributes[A.DIGESTS] = self.input_digest = digest or value_digest(input_json)
         if self.redactions:
             attributes[A.REDACTIONS] = canonical(self.redactions)
             run.note_redactions(seq, self.redactions)
         if spec.kind == A.KIND_TOOL:
             attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = input_json
-        self.span: Span
-        self.decision: Decision | None = None
-        replay = run.replay
         if replay is None:
             self.span = self._start_span(attributes, start_time)
         else:
-            # The replay processor decides as the span starts (see HANDOFF).
-            reached = Reached(spec.kind, spec.name, spec.provider, input_json)
-            HANDOFF.reached = reached
+            HANDOFF.decided = True  # the replay processor does not decide it again
             try:
                 self.span = self._start_span(attributes, start_time)
-                decision = HANDOFF.decision
             finally:
-                HANDOFF.reached = HANDOFF.decision = None
-            if decision is None:  # the processor did not see the span (not sampled...)
-                decision = replay.decide(reached)
-            self.decision = decision
+                HANDOFF.decided = False
         self.token: Token[Context] | None = otel_context.attach(own_span_context(self.span))
 
     def _start_span(self, attributes: dict[str, Any], start_time: int | None) -> Span:
@@ -215,7 +219,7 @@ class BoundaryCall:
         if self.decision is not None and self.decision.fresh:
             self._set_output(self._redacted_output(output_json))
         else:  # the recorded text: the recording's digest of it holds
-            self._set_output(output_json, recorded.output_digest())
+            self._set_output(output_json, recorded.stored_digest("output"))
         if self.spec.kind == A.KIND_LLM:
             attributes = recorded.attributes
             self.span.set_attributes(

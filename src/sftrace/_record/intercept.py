@@ -82,17 +82,17 @@ class Reached:
 
 
 class Handoff(threading.local):
-    """What passes between a boundary and the replay processor while the boundary's span
-    starts (on that thread: the processor's ``on_start`` runs inside ``start_span``).
+    """What a boundary tells the replay processor while the boundary's span starts (on
+    that thread: the processor's ``on_start`` runs inside ``start_span``).
 
-    The boundary leaves what it reached, so the processor need not read it back from the
-    span's attributes; the processor leaves its decision, so it need not be stored by span
-    id and looked up again. (A span with a call's ``sftrace.kind`` started without a
-    boundary is still decided, from its attributes, so it counts as reached.)
+    ``decided``: the span is a boundary's, whose call the boundary had the replay decide
+    before starting the span (so that the span's attributes can use what the recording
+    answers); the processor leaves it alone. A span with a call's ``sftrace.kind``
+    started without a boundary is decided by the processor, from its attributes, so it
+    counts as reached.
     """
 
-    reached: Reached | None = None
-    decision: Decision | None = None
+    decided: bool = False
 
 
 HANDOFF = Handoff()

@@ -1,8 +1,9 @@
 """Matching reached calls to recorded ones, and deciding what each call does.
 
-The replay ``SpanProcessor`` asks :meth:`ReplayController.decide` as each boundary span
-starts; the interceptor in the boundary then acts on the :class:`Decision`: return the
-recorded result, run the body, ask the manual handler, or raise.
+A boundary asks :meth:`ReplayController.decide` before its span starts (the replay
+``SpanProcessor`` asks for call spans no boundary started) and then acts on the
+:class:`Decision`: return the recorded result, run the body, ask the manual handler, or
+raise.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""``ReplaySpanProcessor``: matches each boundary span, as it starts, to the recording.
+"""``ReplaySpanProcessor``: the replay's view of the spans of its run.
 
 A replay registers its :class:`ReplayController` under the trace id of its run span.
-When a tool or LLM span of that trace starts, the processor asks the controller for a
-decision and hands it back to the interceptor in the boundary (``HANDOFF``), which acts
-on it before the body would run. Like every span processor it never blocks and never raises.
+The boundaries (traced tools, LLM calls) ask their run's controller for a decision
+before their span starts; a span with a call's ``sftrace.kind`` that no boundary
+started is matched here, from its attributes, as it starts, so it counts as a reached
+call. As spans of the replay end, the processor keeps them (``session.spans``). Like
+every span processor it never blocks and never raises.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def unregister(trace_id: int) -> None:
 
 
 class ReplaySpanProcessor(SpanProcessor):
-    """Decides, as each boundary span starts, what the replayed call does."""
+    """Matches the call spans no boundary started, and keeps the spans of each replay."""
 
     def __init__(self) -> None:
         self.active = True
@@ -43,23 +45,21 @@ class ReplaySpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if not self.active or not _controllers:
             return
+        if HANDOFF.decided:  # a boundary's span: the boundary had it decided
+            HANDOFF.decided = False
+            return
         try:
             context = span.get_span_context()
             controller = _controllers.get(context.trace_id)
             if controller is None:
                 return
-            reached = HANDOFF.reached
-            if reached is not None:  # a boundary's span: it takes the decision back
-                HANDOFF.reached = None
-                HANDOFF.decision = controller.decide(reached)
-                return
             attributes = plain_attributes(span)
             if attributes.get(A.KIND) not in (A.KIND_TOOL, A.KIND_LLM):
                 return
-            # Not a boundary's span (it handed nothing over): decided all the same, so it
-            # counts as a reached call, though nothing acts on the decision.
+            # Not a boundary's span: decided all the same, so it counts as a reached call,
+            # though nothing acts on the decision.
             controller.decide(Reached.from_attributes(attributes))
-        except Exception as exc:  # never raise into the host; the boundary decides instead
+        except Exception as exc:  # never raise into the host
             log_once("matching a replayed call", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
