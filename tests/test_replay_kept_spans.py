@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link
 
 from sftrace import record, replay, trace_tool
@@ -71,3 +74,17 @@ def test_replay_keeps_what_the_sdk_finished(tmp_path: Path, spans: InMemorySpanE
     work = next(s for s in session.spans if s.name == "app work")
     assert isinstance(work.links[0], Link)
     assert [e.name for e in work.events] == ["app event"]
+
+
+def test_kept_spans_hold_no_bounded_containers(tmp_path: Path) -> None:
+    """A replay keeps every span it makes: those whose limits dropped nothing hold plain
+    containers only, which the garbage collector walks at no extra cost."""
+    with record("agent", output=tmp_path / "run.sftrace"):
+        agent()
+    with replay(tmp_path / "run.sftrace") as session:
+        agent()
+    plain = [s for s in session.spans if s.name != "app overflow"]
+    assert len(plain) == 4
+    for kept in plain:
+        held = gc.get_referents(kept)  # its fields' values
+        assert not [x for x in held if isinstance(x, BoundedAttributes | BoundedList)]

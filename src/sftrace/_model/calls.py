@@ -22,6 +22,11 @@ NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED)
 notes at load which of them it has, so :meth:`Call.may_have` tells without its line."""
 
 
+# How a line sftrace writes holds ``sftrace.digests`` (see ``Call.stored_digest``).
+_DIGESTS_TEXT = b'{"key":"' + A.DIGESTS.encode() + b'","value":{"stringValue":"'
+_HEX = b"0123456789abcdef"
+
+
 class Identified(Protocol):
     """Anything that names a call: a recorded ``Call`` or what a replay reached."""
 
@@ -106,7 +111,6 @@ class Call:
 
     __slots__ = (
         "_attributes",
-        "_digests",
         "_input",
         "_line",
         "_noted",
@@ -145,7 +149,6 @@ class Call:
         attributes: dict[str, Any] | None = None,
         line: LineRef | None = None,
         noted: tuple[str, ...] | None = None,
-        digests: str | None = None,
     ) -> None:
         self.seq = seq
         self.kind = kind
@@ -162,7 +165,6 @@ class Call:
         self._attributes = attributes
         self._line = line  # where the span's line is: to decode it again, to name it
         self._noted = noted  # which of NOTED_KEYS the attributes have (None: not noted)
-        self._digests = digests  # a loaded call's sftrace.digests, as its line stores them
         self._input = Call._MISSING
         self._output = Call._MISSING
 
@@ -201,15 +203,27 @@ class Call:
         """The digest of ``input_json`` (``field="input"``) or ``output_json``
         (``"output"``) that a loaded call's line stores in ``sftrace.digests``, or None:
         a replay making a span with the same text keeps the recorded digest (as a bundle
-        keeps the digests it stores) instead of hashing the text again."""
-        digests = self._digests
-        if digests is None:
+        keeps the digests it stores) instead of hashing the text again.
+
+        Read from the line as sftrace writes it (no copy is kept per call: loading stays
+        within its memory bound); a line written otherwise gives None.
+        """
+        line = self._line
+        if line is None:
             return None
+        data, start, end = line[0], line[1], line[2]
+        at = data.find(_DIGESTS_TEXT, start, end)
+        if at < 0:
+            return None
+        at += len(_DIGESTS_TEXT)
+        digests = bytes(data[at : data.find(b'"', at, end)])
+        if digests.strip(_HEX) or len(digests) not in (DIGEST_CHARS, 2 * DIGEST_CHARS):
+            return None  # not the digests sftrace writes
         if field == "input":
-            return digests[:DIGEST_CHARS] if len(digests) >= DIGEST_CHARS else None
+            return digests[:DIGEST_CHARS].decode()
         if not self.output_json or len(digests) != 2 * DIGEST_CHARS:
             return None
-        return digests[DIGEST_CHARS:]
+        return digests[DIGEST_CHARS:].decode()
 
     @property
     def input(self) -> Any:
@@ -350,7 +364,6 @@ def call_from_span(
         attributes=None if line is not None else attributes,
         line=line,
         noted=_noted(attributes) if line is not None else None,
-        digests=attributes.get(A.DIGESTS) if line is not None else None,
     )
 
 
