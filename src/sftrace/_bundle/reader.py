@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, overload
 
@@ -40,7 +40,8 @@ from sftrace._bundle.format import (
     SPANS_FILE,
 )
 from sftrace._bundle.manifest import Failure, Manifest
-from sftrace._errors import BundleError
+from sftrace._bundle.upgrade import GROUP_TYPES, group_member
+from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, StateChange, call_from_span
 from sftrace._model.display import repr_html
@@ -134,7 +135,16 @@ class Bundle:
 
     @property
     def failure(self) -> Failure | None:
-        return self.manifest.failure
+        """Why the run failed; a failure recorded as an exception group holding one
+        exception (before sftrace read runs through such groups) is read as that exception,
+        as a replay's failure is (the manifest keeps what was recorded)."""
+        failure = self.manifest.failure
+        if failure is None or failure.type not in GROUP_TYPES:
+            return failure
+        member = group_member(failure.type, _exception_stacktrace(self.run_span))
+        if member is None:
+            return failure
+        return replace(failure, type=public_error_name(member[0]), message=member[1])
 
     @property
     def run_span(self) -> dict[str, Any]:
@@ -318,6 +328,15 @@ def _json_attribute(attributes: dict[str, Any], key: str) -> Any:
         return orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"{key} is not valid JSON ({exc})") from None
+
+
+def _exception_stacktrace(span: dict[str, Any]) -> str | None:
+    """The stack trace of the last ``exception`` event on ``span`` (the one that ended it)."""
+    for event in reversed(span.get("events", ())):
+        if event.get("name") == A.EVENT_EXCEPTION:
+            value = decode_attributes(event.get("attributes", ())).get(A.EXCEPTION_STACKTRACE)
+            return value if isinstance(value, str) else None
+    return None
 
 
 def _state_changes(span: dict[str, Any]) -> list[StateChange]:

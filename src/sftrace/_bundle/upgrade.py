@@ -1,10 +1,13 @@
 """Older bundle format versions: a manifest's ``format_version`` checked against the
 versions this reader knows (``SUPPORTED_VERSIONS``), and an older manifest upgraded in
 memory, one version at a time, into the newest shape (see docs/bundle-format.md).
-A future version registers its step in ``UPGRADES``."""
+A future version registers its step in ``UPGRADES``. Also what older recordings meant
+by a field read since in another way: a run failure recorded as an exception group
+holding one exception (``group_member``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +19,7 @@ from sftrace._bundle.format import (
 )
 from sftrace._errors import BundleError
 
-__all__ = ["UPGRADES", "upgraded_manifest"]
+__all__ = ["GROUP_TYPES", "UPGRADES", "group_member", "upgraded_manifest"]
 
 
 def _version_1_to_2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -60,3 +63,46 @@ def upgraded_manifest(raw: Any, display: str) -> dict[str, Any]:
         version = raw["format_version"]
     upgraded: dict[str, Any] = raw
     return upgraded
+
+
+# --- a run failure recorded as an exception group holding one exception ----------------
+
+GROUP_TYPES = frozenset({"ExceptionGroup", "BaseExceptionGroup", "exceptiongroup.ExceptionGroup"})
+_MEMBER = re.compile(r"^\s*\+(?:-\+)?-+ (\S+) -+$")
+_BLOCK_END = re.compile(r"^\s*\+-+$")
+_PREFIX = re.compile(r"^\s*\| ?")
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def group_member(error_type: str | None, stacktrace: str | None) -> tuple[str, str] | None:
+    """The type and first message line of the one exception inside a run failure recorded
+    as an exception group, read from the run's recorded stack trace; None when the failure
+    is not such a group or the stack trace doesn't show exactly one exception per group.
+
+    Bundles recorded before the run's failure was read through single-exception groups
+    (``run_failure`` in ``_record/run.py``) name the group (``ExceptionGroup: unhandled
+    errors in a TaskGroup (1 sub-exception)``); a replay names the exception inside, so
+    the recorded side is read the same way. The stack trace is Python's
+    ``traceback.format_exception`` text: each group's members are blocks opened by
+    ``+-+---- N ----``; the innermost block ends with the member's ``Type: message``.
+    """
+    if error_type not in GROUP_TYPES or not stacktrace:
+        return None
+    lines = stacktrace.splitlines()
+    markers = [(i, m.group(1)) for i, line in enumerate(lines) if (m := _MEMBER.match(line))]
+    if not markers or any(number != "1" for _, number in markers):
+        return None
+    block: list[str] = []
+    for line in lines[markers[-1][0] + 1 :]:
+        if _BLOCK_END.match(line):
+            break
+        block.append(_PREFIX.sub("", line, count=1))
+    starts = [i + 1 for i, line in enumerate(block) if line == _TRACEBACK]
+    candidates = block[starts[-1] :] if starts else block
+    shown = next((text for text in candidates if text and not text[0].isspace()), None)
+    if shown is None:
+        return None
+    name, _, message = shown.partition(": ")
+    if not name.replace(".", "").replace("_", "").isalnum():
+        return None
+    return name, message
