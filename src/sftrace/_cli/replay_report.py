@@ -16,7 +16,7 @@ from sftrace._model.serialize import to_json
 from sftrace._model.text import one_line, pluralize, preview, were
 from sftrace._record.run import exception_type_name
 from sftrace._replay.controller import MatchedCall
-from sftrace._replay.run import ReplayResult
+from sftrace._replay.run import ReplayResult, ended_by_divergence
 
 PREVIEW_CHARS = 100
 
@@ -247,7 +247,9 @@ def print_outcome(console: SafeConsole, result: ReplayResult) -> None:
 
 def _outcome_text(result: ReplayResult) -> Text:
     error, divergence = result.error, result.divergence
-    if divergence is not None and error is divergence:
+    if divergence is not None and ended_by_divergence(error, divergence):
+        # also when the run ended on an error the replay raised after the divergence (in
+        # another thread): the divergence is the cause, named once
         number = getattr(divergence, "call_number", None)
         where = f" at call {number}" if number is not None else ""
         return Text(f"{result.status}: the replay raised {_error_name(divergence)}{where}", "red")

@@ -68,7 +68,7 @@ def compare_calls(
     for status, li, ri in alignment.rows:
         lref = CallRef.of(left[li], left_positions[li] + 1) if li is not None else None
         rref = CallRef.of(right[ri], ri + 1) if ri is not None else None
-        if diverged is not None and _at_divergence(builder, cand, ri, li, reached_upto):
+        if diverged is not None and _at_divergence(builder, cand, (status, li, ri), reached_upto):
             if ri == diverged:
                 builder.diverged = (lref, rref, *_input_differences(builder, left, right, li, ri))
             aligned.append(AlignedCall(status, lref, rref))
@@ -127,12 +127,25 @@ def _placement(
 
 
 def _at_divergence(
-    builder: FindingBuilder, cand: ComparedRun, ri: int | None, li: int | None, reached_upto: int
+    builder: FindingBuilder,
+    cand: ComparedRun,
+    row: tuple[str, int | None, int | None],
+    reached_upto: int,
 ) -> bool:
     """Whether an alignment row is the diverged call itself (its findings become the one
-    REPLAY_DIVERGED finding) or a recorded call the stopped replay never reached."""
+    REPLAY_DIVERGED finding), a recorded call the stopped replay never reached, or a call
+    that differs only because it was reached after the divergence that ended the run
+    (concurrent calls of other threads or tasks, compared with a recording the replay had
+    left): those are counted into the REPLAY_DIVERGED finding, not findings of their own."""
+    status, li, ri = row
     if ri is not None:
-        return ri == cand.diverged_call or ri in cand.refused_after_divergence
+        if ri == cand.diverged_call or ri in cand.refused_after_divergence:
+            return True
+        after = cand.diverged_call is not None and ri > cand.diverged_call
+        if cand.ended_by_divergence and after and status != "same":
+            builder.after_divergence += 1
+            return True
+        return False
     if cand.ended_by_divergence and li is not None and li > reached_upto:
         builder.not_reached += 1
         return True

@@ -124,6 +124,12 @@ def _divergence(builder: FindingBuilder, cand: ComparedRun, calls: FindingBuilde
             f"; the replay stopped there, so {pluralize(calls.not_reached, 'later recorded call')}"
             f" {were(calls.not_reached)} not reached"
         )
+    if calls.after_divergence:
+        count = calls.after_divergence
+        message += (
+            f"; {pluralize(count, 'call')} reached after it (concurrently, in other threads or"
+            f" tasks) {'differs' if count == 1 else 'differ'} from the recording as a consequence"
+        )
     lref, rref, differences, truncated = calls.diverged or (None, None, [], False)
     code = FindingCode.REPLAY_DIVERGED
     builder.findings.append(

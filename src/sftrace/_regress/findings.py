@@ -406,6 +406,8 @@ class FindingBuilder:
         # their inputs differ, and how many recorded calls the stopped replay never reached.
         self.diverged: tuple[CallRef | None, CallRef | None, list[Difference], bool] | None = None
         self.not_reached = 0
+        # calls reached after a divergence that ended the run, differing as its consequence
+        self.after_divergence = 0
 
     def add(
         self,

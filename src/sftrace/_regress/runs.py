@@ -109,7 +109,7 @@ def replayed_output(result: ReplayResult) -> tuple[bool, Any]:
 def as_run(value: Any, label: str) -> ComparedRun:
     """Adapt a bundle, a bundle path or a ``ReplayResult`` to what comparison reads."""
     from sftrace._record.run import exception_type_name, run_failure
-    from sftrace._replay.run import ReplayResult
+    from sftrace._replay.run import ReplayResult, ended_by_divergence
 
     if isinstance(value, str | os.PathLike):
         value = load_bundle(value)
@@ -169,7 +169,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             output=output,
             divergence=str(value.divergence) if value.divergence is not None else None,
             diverged_call=diverged_call,
-            ended_by_divergence=error is not None and error is value.divergence,
+            ended_by_divergence=ended_by_divergence(value.error, value.divergence),
             agent_version=value.agent_version,
             tiers=_tiers(value),
             refused_after_divergence=refused,

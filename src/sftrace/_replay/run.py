@@ -18,7 +18,7 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 
 from sftrace._bundle.reader import Bundle
-from sftrace._errors import ConfigError, ReplayError
+from sftrace._errors import ConfigError, RecordedDependencyError, ReplayError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, call_from_span
 from sftrace._model.display import repr_html
@@ -150,6 +150,25 @@ def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
     if not callable(target):
         raise ConfigError(f"entrypoint {entrypoint!r} is not callable ({type(target).__name__})")
     return target  # type: ignore[no-any-return]
+
+
+def ended_by_divergence(error: BaseException | None, divergence: ReplayError | None) -> bool:
+    """Whether a replayed run failed because the replay left the recording: its failure
+    (seen through single-exception groups) is the divergence, another error the replay
+    raised after it (a concurrent call in another thread or task, reaching a recording
+    the replay had already left), or an exception raised from one of those."""
+    if error is None or divergence is None:
+        return False
+    seen: set[int] = set()
+    current: BaseException | None = run_failure(error)
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if current is divergence or (
+            isinstance(current, ReplayError) and not isinstance(current, RecordedDependencyError)
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _call_args(bundle: Bundle) -> tuple[Any, ...]:
