@@ -20,6 +20,7 @@ from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.options import (
     ENTRYPOINT_OPTION,
     JSON_OPTION,
+    MATCH_OPTION,
     agent_stdout,
     parse_match_ignore_option,
     parse_tiers_option,
@@ -69,6 +70,7 @@ def register(group: click.Group) -> None:
     help="Write the forked run as a bundle at PATH.",
 )
 @click.option("--overwrite", is_flag=True, help="With -o, replace an existing bundle.")
+@MATCH_OPTION
 @click.option(
     "--tiers",
     metavar="TIER,...",
@@ -96,20 +98,23 @@ def fork_command(
     override: str | None,
     output: Path | None,
     overwrite: bool,
+    match: str,
     tiers: str | None,
     match_ignore: tuple[str, ...],
     limit: int,
     as_json: bool,
 ) -> None:
-    """Fork a recorded run at a call: the calls before it are answered from BUNDLE, the
-    call itself is answered with --override (or runs for real), and every call after it
-    runs for real (tool bodies run, LLM calls are made), whatever its replay policy."""
+    """Fork a recorded run at a call: the calls before it are answered from BUNDLE (in
+    recorded order, or any order with --match unordered, for concurrent agents), the call
+    itself is answered with --override (or runs for real), and every call after it runs
+    for real (tool bodies run, LLM calls are made), whatever its replay policy."""
     with bad_input_policy():
         # Check everything we can before any agent code runs.
         recorded = load_bundle(bundle)
         options = ReplayOptions.build(
             save=output,
             overwrite=overwrite,
+            match=match,
             tiers=parse_tiers_option(tiers),
             match_ignore=parse_match_ignore_option(match_ignore),
         )
@@ -120,7 +125,7 @@ def fork_command(
         with agent_stdout(as_json):
             result = run_fork(recorded, target, options, plan)
     if as_json:
-        document = replay_document(result, entrypoint=entrypoint, mode="frozen", match="strict")
+        document = replay_document(result, entrypoint=entrypoint, mode="frozen", match=match)
         document["fork"] = {
             "at": at,
             "step": plan.step,

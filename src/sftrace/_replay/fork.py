@@ -28,7 +28,7 @@ from sftrace._errors import (
 )
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
-from sftrace._model.policy import ReplayMode
+from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._model.serialize import dumps
 from sftrace._model.text import pluralize, shorten
 from sftrace._record.intercept import Action, Decision, Reached
@@ -160,10 +160,24 @@ class ForkController(ReplayController):
         self.plan = plan
         self.fork_number: int | None = None  # the reached number of the fork point
         self._check_reachable()
+        if self.match is MatchMode.UNORDERED:
+            # Only _fork takes the fork point: the unordered matcher never answers it.
+            self._used[plan.index] = True
+
+    @property
+    def unused(self) -> list[Call]:
+        unused = super().unused
+        if self.fork_number is None and self.match is MatchMode.UNORDERED:
+            fork_point = self.calls[self.plan.index]
+            unused = sorted([*unused, fork_point], key=lambda call: call.seq)
+        return unused
 
     def provenance(self) -> dict[str, Any]:
         plan = self.plan
-        return {"how": "fork", "step": plan.step, "overridden": plan.overridden}
+        how = {"how": "fork", "step": plan.step, "overridden": plan.overridden}
+        if self.match is MatchMode.UNORDERED:
+            how["match"] = MatchMode.UNORDERED.value  # the order of its calls is not compared
+        return how
 
     def _check_reachable(self) -> None:
         """Refuse a fork point made inside a call the fork answers without running it."""
@@ -194,11 +208,26 @@ class ForkController(ReplayController):
             self.reached_count += 1
             self.note_matched(self.reached_count, unrecorded_call(reached), "live")
             return Decision(Action.EXECUTE)
+        if self.match is MatchMode.UNORDERED:
+            return self._decide_unordered(reached)
         # Strict order: the fork point comes once every recorded call before it was used
         # (answered, or covered by a call answered without running its body).
         while self._next < len(self.calls) and self._used[self._next]:
             self._next += 1
         if self._next >= self.plan.index:
+            return self._fork(reached)
+        return super()._decide(reached)
+
+    def _decide_unordered(self, reached: Reached) -> Decision:
+        """Unordered: a reached call that an unused recorded call answers is answered (in
+        any order, as an unordered replay does; also one the recording makes after the
+        fork point, reached first by concurrent work); one of the fork point's kind and
+        name that none answers is the fork point."""
+        fork_point = self.calls[self.plan.index]
+        if call_identity(reached) == call_identity(fork_point) and not any(
+            not used and self.input_match(call, reached)[0] is not None
+            for call, used in zip(self.calls, self._used, strict=True)
+        ):
             return self._fork(reached)
         return super()._decide(reached)
 
@@ -297,6 +326,7 @@ def _prepare(
     allow_live_tools: Iterable[str] | None,
     manual: ManualHandler | None,
     agent_version: str | None,
+    match: MatchMode | str,
     tiers: Iterable[str] | None,
     match_ignore: Mapping[str, Iterable[str]] | None,
 ) -> tuple[Bundle, Entrypoint, ReplayOptions, ForkPlan]:
@@ -310,6 +340,7 @@ def _prepare(
         allow_live_tools=allow_live_tools,
         manual=manual,
         agent_version=agent_version,
+        match=match,
         tiers=tiers,
         match_ignore=match_ignore,
     )
@@ -331,13 +362,15 @@ def fork(
     allow_live_tools: Iterable[str] | None = None,
     manual: ManualHandler | None = None,
     agent_version: str | None = None,
+    match: MatchMode | str = MatchMode.STRICT,
     tiers: Iterable[str] | None = None,
     match_ignore: Mapping[str, Iterable[str]] | None = None,
 ) -> ReplayResult:
     """Replay ``bundle`` up to call ``at``, then let the agent run for real from there.
 
     Calls before call ``at`` (1-based, in recorded order; or ``"NAME#K"``, the K-th call
-    of the tool or model NAME) are answered from the recording, in strict order. Call
+    of the tool or model NAME) are answered from the recording, in strict order
+    (any order with ``match="unordered"``). Call
     ``at`` is answered with ``override`` when one is given (a JSON value; for an LLM call
     made through an SDK integration, the response as that integration records it, which
     it turns into the SDK's own object) and otherwise runs for real. Every call after it
@@ -355,8 +388,12 @@ def fork(
     manifest's ``derived_from`` is ``{"run_id", "how": "fork", "step", "overridden"}``
     and its run span links to the recorded run. ``mode``, ``live_llms``,
     ``allow_live_tools``, ``manual``, ``agent_version``, ``tiers`` and ``match_ignore``
-    apply to the calls before the fork point, as in ``replay()``. A fork matches in
-    strict order and has no ``on_miss`` (it runs everything after its fork point).
+    apply to the calls before the fork point, as in ``replay()``. ``match``:
+    ``"strict"`` (default) answers the calls before the fork point in recorded order
+    and forks once they are all used; ``"unordered"`` (for concurrent agents) answers
+    each reached call that an unused recorded call matches, in any order, and forks at
+    the first reached call of the fork point's kind and name that none matches. A fork
+    has no ``on_miss`` (it runs everything after its fork point).
 
     Raises ``ForkPointError`` for an ``at`` naming no call, or a call made inside a tool
     the fork answers from the recording (never made, so not a fork point), and
@@ -375,6 +412,7 @@ def fork(
         allow_live_tools=allow_live_tools,
         manual=manual,
         agent_version=agent_version,
+        match=match,
         tiers=tiers,
         match_ignore=match_ignore,
     )
@@ -394,6 +432,7 @@ async def afork(
     allow_live_tools: Iterable[str] | None = None,
     manual: ManualHandler | None = None,
     agent_version: str | None = None,
+    match: MatchMode | str = MatchMode.STRICT,
     tiers: Iterable[str] | None = None,
     match_ignore: Mapping[str, Iterable[str]] | None = None,
 ) -> ReplayResult:
@@ -410,6 +449,7 @@ async def afork(
         allow_live_tools=allow_live_tools,
         manual=manual,
         agent_version=agent_version,
+        match=match,
         tiers=tiers,
         match_ignore=match_ignore,
     )
