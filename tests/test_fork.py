@@ -144,13 +144,9 @@ def test_an_override_that_is_not_json_is_a_config_error(bundle: Path) -> None:
     assert agents.EXECUTED == []
 
 
-@pytest.mark.parametrize(
-    "options",
-    [{"on_miss": "live"}, {"match": "unordered"}],
-)
-def test_a_fork_has_no_on_miss_and_no_unordered_matching(
-    bundle: Path, options: dict[str, Any]
-) -> None:
+def test_a_fork_has_no_on_miss(bundle: Path) -> None:
+    """(match="unordered" is tests/test_fork_unordered.py)"""
+    options: dict[str, Any] = {"on_miss": "live"}
     with pytest.raises(TypeError):
         fork(bundle, picking_agent, at=2, **options)
 
