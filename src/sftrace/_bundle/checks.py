@@ -32,6 +32,7 @@ _SFTRACE_KINDS = (A.KIND_RUN, A.KIND_TOOL, A.KIND_LLM)
 _HEX = "0123456789abcdef"
 _INT64_MAX = str((1 << 63) - 1)  # 19 digits: compared as text with 19-digit numbers
 _NO_ITEMS: list[Any] = []  # never modified
+_NO_PROBLEMS: list[str] = []  # a valid span's problems (never modified)
 # The fields of a span line sftrace writes without events or links (SpanChecker._plain).
 _PLAIN_KEYS = frozenset(
     (
@@ -94,11 +95,26 @@ class SpanChecker:
             attributes = {}
         return problems, attributes
 
-    def _plain(self, span: Any, values: bool) -> dict[str, Any] | None:
+    def take(self, span: Any, *, values: bool = True) -> tuple[list[str], dict[str, Any]]:
+        """:meth:`check`, then :meth:`accept` the span when it is valid: a loader's one
+        call per line (a plain line is remembered by the fast path, with what it read)."""
+        if self.parents_first:
+            attributes = self._plain(span, values, accept=True)
+            if attributes is not None:
+                return _NO_PROBLEMS, attributes
+        problems, attributes = self.check(span, values=values)
+        if not problems:
+            self.accept(span, attributes)
+        return problems, attributes
+
+    def _plain(self, span: Any, values: bool, *, accept: bool = False) -> dict[str, Any] | None:
         """The decoded attributes of a span in the plain shape sftrace writes, checked
         with the rules of :meth:`_check` in fewer steps; None for anything else (which
-        :meth:`_check` then checks and explains). Every bundle line goes through here,
-        so it is written for speed: it accepts a subset of what ``_check`` accepts."""
+        :meth:`_check` then checks and explains). ``accept``: remember a valid span as
+        :meth:`accept` would. Every bundle line goes through here, so it is written for
+        speed: it accepts a subset of what ``_check`` accepts (a Hypothesis test pins
+        it), and lets the ``try`` below refuse what has the wrong type where that
+        replaces a check (an attribute's value that is not an object fails its lookup)."""
         if type(span) is not dict or not span.keys() <= _PLAIN_KEYS:
             return None
         span_id = span.get("spanId")
@@ -107,13 +123,14 @@ class SpanChecker:
         end = span.get("endTimeUnixNano", "0")
         kind = span.get("kind", 1)
         items = span.get("attributes", _NO_ITEMS)
+        parents = self.parents
         if (
             type(span_id) is not str
             or len(span_id) != 16
             or span_id.strip(_HEX)
-            or span_id in self.parents
+            or span_id in parents
             or span.get("traceId") != self.trace_id
-            or (parent is not None and (type(parent) is not str or parent not in self.parents))
+            or (parent is not None and (type(parent) is not str or parent not in parents))
             or type(span.get("name")) is not str
             or type(start) is not str
             or not (0 < len(start) <= 19 and start.isdigit() and start.isascii())
@@ -130,37 +147,40 @@ class SpanChecker:
         attributes: dict[str, Any] = {}
         try:
             for item in items:
-                key, value = item["key"], item["value"]
-                if type(key) is not str or type(value) is not dict:
-                    return None
+                value = item["value"]
                 if "stringValue" in value:
-                    attributes[key] = value["stringValue"]
+                    attributes[item["key"]] = value["stringValue"]
                     continue
                 number = value["intValue"]  # other value types: decoded by _check
                 if type(number) is not str or not (
                     0 < len(number) < 19 and number.isdigit() and number.isascii()
                 ):
                     return None
-                attributes[key] = int(number)
+                attributes[item["key"]] = int(number)
+            "".join(attributes)  # every key a string (TypeError otherwise): once per span
         except (KeyError, TypeError):
             return None
-        if A.KIND not in attributes:
-            return attributes
-        kind_value = attributes[A.KIND]
-        seq = attributes.get(A.SEQ)
-        if (
-            type(seq) is not int
-            or seq in self.seqs
-            or kind_value not in _SFTRACE_KINDS
-            or (kind_value == A.KIND_RUN and parent is not None)
-        ):
-            return None
-        for key in (A.INPUT, A.OUTPUT):
-            text = attributes.get(key, "")
-            if type(text) is not str:
+        seq = None
+        if A.KIND in attributes:
+            seq = attributes.get(A.SEQ)
+            kind_value = attributes[A.KIND]
+            if (
+                type(seq) is not int
+                or seq in self.seqs
+                or kind_value not in _SFTRACE_KINDS
+                or (kind_value == A.KIND_RUN and parent is not None)
+                or type(attributes.get(A.INPUT, "")) is not str
+                or type(attributes.get(A.OUTPUT, "")) is not str
+            ):
                 return None
-            if values and key in attributes and not _is_json(text):
+            if values and not all(
+                _is_json(attributes[key]) for key in (A.INPUT, A.OUTPUT) if key in attributes
+            ):
                 return None
+        if accept:
+            if seq is not None:
+                self.seqs.add(seq)
+            parents[span_id] = parent
         return attributes
 
     def accept(self, span: dict[str, Any], attributes: dict[str, Any]) -> None:

@@ -43,7 +43,7 @@ from sftrace._bundle.manifest import Failure, Manifest
 from sftrace._bundle.upgrade import GROUP_TYPES, group_member
 from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call, StateChange, call_from_span
+from sftrace._model.calls import Call, LineRef, StateChange, call_from_span
 from sftrace._model.display import repr_html
 from sftrace._model.otlp_json import decode_attributes
 from sftrace._model.text import repr_preview
@@ -220,7 +220,7 @@ def spans_from_data(
                     number, "blank line; a bundle holds one span on every line"
                 ) from None
             raise loader.error(number, f"invalid JSON: {exc}") from None
-        loader.add(span, number, (data, start, end), first=not starts)
+        loader.add(span, (data, start, end, display, number), first=not starts)
         starts.append(start)
         ends.append(end)
     return loader.bundle(root, SpanLines(data, starts, ends, loader.run_span()))
@@ -242,17 +242,16 @@ class _SpanLoader:
     def error(self, number: int, message: str) -> BundleError:
         return BundleError(f"{self.display}:{number}: {message}", path=self.display, line=number)
 
-    def add(
-        self, span: Any, number: int, line: tuple[bytes | bytearray, int, int], *, first: bool
-    ) -> None:
-        problems, attributes = self.checker.check(span, values=self.eager)
+    def add(self, span: Any, line: LineRef, *, first: bool) -> None:
+        """Check and keep the span parsed from ``line`` (see ``LineRef``)."""
+        problems, attributes = self.checker.take(span, values=self.eager)
+        number = line[4]
         if problems:
             raise self.error(number, problems[0])
-        self.checker.accept(span, attributes)
         kind = attributes.get(A.KIND)
         if kind == A.KIND_TOOL or kind == A.KIND_LLM:
             try:
-                self.calls.append(call_from_span(span, attributes, (*line, self.display, number)))
+                self.calls.append(call_from_span(span, attributes, line))
             except (KeyError, TypeError, ValueError) as exc:
                 raise self.error(number, f"malformed {kind} span ({repr_preview(exc)})") from None
         elif kind == A.KIND_RUN:
