@@ -106,16 +106,19 @@ class Call:
     file, line and span when it is first read); ``input_json`` and ``output_json`` are
     their canonical text. ``attributes`` are the span's decoded attributes; a loaded
     bundle decodes them again from the span's line when they are first asked for,
-    rather than keeping every call's attributes in memory.
+    rather than keeping every call's attributes in memory. ``start_time_ns`` and
+    ``end_time_ns`` may be given as the span's decimal strings (a loaded call's are),
+    parsed when read.
     """
 
     __slots__ = (
         "_attributes",
+        "_end",
         "_input",
         "_line",
         "_noted",
         "_output",
-        "end_time_ns",
+        "_start",
         "error",
         "input_json",
         "kind",
@@ -126,7 +129,6 @@ class Call:
         "provider",
         "seq",
         "span_id",
-        "start_time_ns",
     )
 
     _MISSING: Any = object()
@@ -143,8 +145,8 @@ class Call:
         policy: str,
         span_id: str,
         parent_span_id: str | None,
-        start_time_ns: int = 0,
-        end_time_ns: int = 0,
+        start_time_ns: int | str = 0,
+        end_time_ns: int | str = 0,
         attributes: dict[str, Any] | None = None,
         line: LineRef | None = None,
         noted: tuple[str, ...] | None = None,
@@ -159,8 +161,8 @@ class Call:
         self.policy = policy
         self.span_id = span_id
         self.parent_span_id = parent_span_id
-        self.start_time_ns = start_time_ns
-        self.end_time_ns = end_time_ns
+        self._start = start_time_ns  # a loaded call's are the line's decimal strings,
+        self._end = end_time_ns  # parsed when read (most calls' never are)
         self._attributes = attributes
         self._line = line  # where the span's line is: to decode it again, to name it
         self._noted = noted  # which of NOTED_KEYS the attributes have (None: not noted)
@@ -273,6 +275,14 @@ class Call:
         )
 
     @property
+    def start_time_ns(self) -> int:
+        return int(self._start)
+
+    @property
+    def end_time_ns(self) -> int:
+        return int(self._end)
+
+    @property
     def duration_ms(self) -> float:
         return max(0, self.end_time_ns - self.start_time_ns) / 1e6
 
@@ -360,8 +370,8 @@ def call_from_span(
         str(get(A.REPLAY_POLICY, "frozen")),  # policy
         span["spanId"],  # span_id
         span.get("parentSpanId") or None,  # parent_span_id
-        int(span.get("startTimeUnixNano", 0)),  # start_time_ns
-        int(span.get("endTimeUnixNano", 0)),  # end_time_ns
+        span.get("startTimeUnixNano", 0),  # start_time_ns
+        span.get("endTimeUnixNano", 0),  # end_time_ns
         None if line is not None else attributes,  # attributes
         line,
         _noted(attributes) if line is not None else None,  # noted
