@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from sftrace._export.enrich import SpanPreparer
+from sftrace._export.kept import Kept
 from sftrace._export.otlp_logging import OTLP_LOGGER, Quiet, install_filter
 from sftrace._export.otlp_proto import encode_spans_proto
 from sftrace._export.otlp_settings import OtlpSettings
@@ -63,12 +64,11 @@ _ATTRIBUTES = b'"attributes":['
 _LOCAL_FLAGS = 0x100
 _REMOTE_FLAGS = 0x300
 _STRING_VALUE = b'{"stringValue":'
-_KEY_PREFIXES: dict[str, bytes] = {}  # attribute key -> its encoded start (_key_prefix)
+_KEY_PREFIXES: Kept[str] = Kept()  # attribute key -> its encoded start (_key_prefix)
 # (key, short string value) -> the whole item and its comma: the values that repeat from
 # span to span (names, kinds, MIME types, models) cost one look-up per attribute.
-_PAIRS: dict[tuple[str, str], bytes] = {}
+_PAIRS: Kept[tuple[str, str]] = Kept()
 _SHORT = 24  # the longest string value (in characters) kept in _PAIRS
-_KEYS_KEPT = 4096
 
 
 def encode_spans_json(
@@ -180,21 +180,14 @@ def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
 
 def _key_prefix(key: str) -> bytes:
     """``{"key":<key>,"value":``, kept for the keys seen most (a bounded cache)."""
-    prefix = b'{"key":%s,"value":' % orjson.dumps(key)
-    if len(_KEY_PREFIXES) >= _KEYS_KEPT:
-        _KEY_PREFIXES.clear()
-    _KEY_PREFIXES[key] = prefix
-    return prefix
+    return _KEY_PREFIXES.keep(key, b'{"key":%s,"value":' % orjson.dumps(key))
 
 
 def _pair(key: str, value: str) -> bytes:
     """The item of ``key`` and a short string ``value`` with its comma, kept in
     ``_PAIRS`` (bounded)."""
     item = b'{"key":%s,"value":{"stringValue":%s}},' % (orjson.dumps(key), orjson.dumps(value))
-    if len(_PAIRS) >= _KEYS_KEPT:
-        _PAIRS.clear()
-    _PAIRS[key, value] = item
-    return item
+    return _PAIRS.keep((key, value), item)
 
 
 def _add_wire_fields(encoded: JSONDict, span: ReadableSpan) -> None:

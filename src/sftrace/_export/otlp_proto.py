@@ -41,6 +41,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext
 
 from sftrace._export.enrich import SpanPreparer
+from sftrace._export.kept import Kept
 
 __all__ = ["encode_spans_proto"]
 
@@ -57,13 +58,12 @@ _LOCAL_FLAGS = _FIXED32(0x100)
 _REMOTE_FLAGS = _FIXED32(0x300)
 _SPAN_LOCAL = b"\x85\x01" + _LOCAL_FLAGS  # Span.flags (field 16, fixed32) with its tag
 _SPAN_REMOTE = b"\x85\x01" + _REMOTE_FLAGS
-_KEYS: dict[str, bytes] = {}  # attribute key -> its encoded KeyValue.key field
-_NAMES: dict[str, bytes] = {}  # span name -> its encoded Span.name field
+_KEYS: Kept[str] = Kept()  # attribute key -> its encoded KeyValue.key field
+_NAMES: Kept[str] = Kept()  # span name -> its encoded Span.name field
 # (key, short string value) -> the whole KeyValue, length first: the values that repeat
 # from span to span (names, kinds, MIME types, models) cost one look-up per attribute.
-_PAIRS: dict[tuple[str, str], bytes] = {}
+_PAIRS: Kept[tuple[str, str]] = Kept()
 _SHORT = 24  # the longest string value (in characters) kept in _PAIRS
-_KEYS_KEPT = 4096
 
 
 def _varint(number: int) -> bytes:
@@ -177,11 +177,7 @@ def _span(span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[Ev
 
 def _name(name: str) -> bytes:
     """A span's encoded ``name`` field, kept for the names seen most (bounded)."""
-    encoded = _text(b"\x2a", name)
-    if len(_NAMES) >= _KEYS_KEPT:
-        _NAMES.clear()
-    _NAMES[name] = encoded
-    return encoded
+    return _NAMES.keep(name, _text(b"\x2a", name))
 
 
 def _trace_state(context: Any) -> str:
@@ -263,20 +259,12 @@ def _pair(key: str, value: str) -> bytes:
     if prefix is None:
         prefix = _key(key)
     encoded = _field(b"\x12", _text(b"\x0a", value))
-    pair = _varint(len(prefix) + len(encoded)) + prefix + encoded
-    if len(_PAIRS) >= _KEYS_KEPT:
-        _PAIRS.clear()
-    _PAIRS[key, value] = pair
-    return pair
+    return _PAIRS.keep((key, value), _varint(len(prefix) + len(encoded)) + prefix + encoded)
 
 
 def _key(key: str) -> bytes:
     """The encoded ``KeyValue.key`` field, kept for the keys seen most (bounded)."""
-    prefix = _text(b"\x0a", key)
-    if len(_KEYS) >= _KEYS_KEPT:
-        _KEYS.clear()
-    _KEYS[key] = prefix
-    return prefix
+    return _KEYS.keep(key, _text(b"\x0a", key))
 
 
 def _value(value: Any) -> bytes:
