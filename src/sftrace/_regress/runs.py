@@ -175,7 +175,9 @@ def as_run(value: Any, label: str) -> ComparedRun:
             refused_after_divergence=refused,
             covered=frozenset(call.seq for call in value.covered),
             live=frozenset(m.number for m in value.matched if m.action == "live"),
-            order_free=value.options.match is MatchMode.UNORDERED,
+            # A strict replay takes calls out of order only where the recording shows
+            # them concurrent (and diverges at any other order change).
+            order_free=value.options.match is MatchMode.UNORDERED or value.reordered > 0,
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "

@@ -13,12 +13,13 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry import trace
+
 from sftrace._errors import (
     BundleError,
     ReplayError,
     ReplayExhaustedError,
     ReplayMismatchError,
-    ReplayPolicyError,
 )
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, inner_calls
@@ -29,8 +30,9 @@ from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.intercept import Action, Decision, Reached
+from sftrace._replay.concurrency import concurrency_of
 from sftrace._replay.options import MatchTier, ReplayOptions
-from sftrace._replay.rebuild import rebuild_exception
+from sftrace._replay.policy import policy_decision
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,10 @@ class ReplayController:
         self._by_key: dict[MatchTier, dict[tuple[Identity, str], deque[int]]] = {}
         self.covered: list[Call] = []  # recorded calls inside a substituted call
         self._inner = inner_calls(calls, span_parents or {})
+        # For a recording whose calls overlapped (a thread pool, asyncio tasks): which of
+        # them a strict replay may take out of the recorded order (None: none may).
+        self.concurrency = concurrency_of(calls, span_parents or {}, self._inner)
+        self.reordered = 0  # calls a strict replay took before earlier concurrent ones
 
     def _index(self, tier: MatchTier) -> dict[tuple[Identity, str], deque[int]]:
         """The recorded calls by their key at ``tier`` (used ones are skipped on lookup)."""
@@ -146,23 +152,45 @@ class ReplayController:
             how["match"] = MatchMode.UNORDERED.value  # the order of its calls is not compared
         return how
 
-    def decide(self, reached: Reached, *, policy_hint: ReplayPolicy | None = None) -> Decision:
+    def decide(
+        self,
+        reached: Reached,
+        *,
+        policy_hint: ReplayPolicy | None = None,
+        parent_span_id: int | None = None,
+    ) -> Decision:
+        """What to do with ``reached``, a call whose span is about to start under the span
+        ``parent_span_id`` (by default the current span: a boundary decides before it
+        starts its span)."""
+        if self.concurrency is not None and parent_span_id is None:
+            context = trace.get_current_span().get_span_context()
+            parent_span_id = context.span_id if context.is_valid else None
         try:
             with self.lock:
-                return self._decide(reached)
+                if self.concurrency is not None:
+                    self.concurrency.taken.index = None
+                return self._decide(reached, parent_span_id)
         except BundleError as exc:
             # A recorded value read for the first time here is malformed (a damaged
             # bundle): the call reached raises it, naming the file, line and span.
             return Decision(Action.RAISE, error=exc)
 
-    def _decide(self, reached: Reached) -> Decision:
+    def note_span(self, span_id: int, parent_span_id: int | None, *, decided: bool) -> None:
+        """Note a span of the replay as it starts (for a concurrent recording only, see
+        ``concurrency``): ``decided``, it is the span of the call this thread was just
+        decided, so the calls made inside it are matched among the recorded call's."""
+        if self.concurrency is not None:
+            with self.lock:
+                self.concurrency.note_span(span_id, parent_span_id, decided=decided)
+
+    def _decide(self, reached: Reached, parent_span_id: int | None = None) -> Decision:
         """:meth:`decide`, with the lock held."""
         self.reached_count += 1
         number = self.reached_count
         if self._is_live_llm(reached):
             return self._live_llm(number, reached)
         try:
-            index, tier = self._find(number, reached)
+            index, tier = self._find(number, reached, parent_span_id)
         except ReplayError as exc:
             if self.options.on_miss == "live" and self.options.may_run_live(
                 *call_identity(reached)
@@ -172,6 +200,8 @@ class ReplayController:
             self._diverge(exc)
             return Decision(Action.RAISE, error=exc)
         self._used[index] = True
+        if self.concurrency is not None:
+            self.concurrency.taken.index = index
         recorded = self.calls[index]
         decision = self._apply_policy(number, recorded, reached)
         # A recorded failure raised again is answered from the recording, whatever
@@ -246,18 +276,22 @@ class ReplayController:
         self, recorded: Call, reached: Reached, reached_input: _Parsed
     ) -> MatchTier | None:
         """The first tier at which ``reached`` matches ``recorded``, if any."""
-        identity = call_identity(reached)
-        if call_identity(recorded) != identity:
+        if call_identity(recorded) != call_identity(reached):
             return None
         for tier in self.tiers:
-            if tier == "exact":  # the texts: neither input needs parsing
-                if recorded.input_json == reached.input_json:
-                    return tier
-                continue
-            want = self._key(tier, identity, recorded.input, recorded.input_json)
-            if want == self._key(tier, identity, reached_input.value, reached.input_json):
+            if self._matches_at(tier, recorded, reached, reached_input):
                 return tier
         return None
+
+    def _matches_at(
+        self, tier: MatchTier, recorded: Call, reached: Reached, reached_input: _Parsed
+    ) -> bool:
+        """Whether the inputs of two calls of the same identity match at ``tier``."""
+        if tier == "exact":  # the texts: neither input needs parsing
+            return recorded.input_json == reached.input_json
+        identity = call_identity(reached)
+        want = self._key(tier, identity, recorded.input, recorded.input_json)
+        return want == self._key(tier, identity, reached_input.value, reached.input_json)
 
     def input_match(
         self, recorded: Call, reached: Reached
@@ -269,7 +303,40 @@ class ReplayController:
             return tier, ()
         return tier, tuple(differences(recorded.input, loads(reached.input_json)))
 
-    def _find(self, number: int, reached: Reached) -> tuple[int, MatchTier]:
+    def _take_concurrent(
+        self, reached: Reached, reached_input: _Parsed, parent_span_id: int | None
+    ) -> tuple[tuple[int, MatchTier] | None, list[int]]:
+        """Strict matching for a recording with concurrent calls (see ``concurrency``), at
+        each tier in turn: the call taken and its tier (None: none), and the calls of
+        ``reached``'s identity it could have been."""
+        concurrency = self.concurrency
+        assert concurrency is not None
+        enclosing = concurrency.enclosing(parent_span_id)
+        identity = call_identity(reached)
+        could: list[int] = []
+
+        def same(call: Call) -> bool:
+            return call_identity(call) == identity
+
+        for tier in self.tiers:
+
+            def matches(call: Call, tier: MatchTier = tier) -> bool:
+                return self._matches_at(tier, call, reached, reached_input)
+
+            index, could = concurrency.first_takeable(
+                self._next, self._used, enclosing, same, matches
+            )
+            if index is not None:
+                if index == self._next:
+                    self._next += 1
+                else:
+                    self.reordered += 1
+                return (index, tier), could
+        return None, could
+
+    def _find(
+        self, number: int, reached: Reached, parent_span_id: int | None = None
+    ) -> tuple[int, MatchTier]:
         """The recorded call ``reached`` matches and the tier it matched at, or raise."""
         reached_input = _Parsed(reached.input_json)
         if self.match is MatchMode.UNORDERED:
@@ -292,6 +359,11 @@ class ReplayController:
         if self._next >= len(self.calls):
             raise self._exhausted(number, reached)
         recorded = self.calls[self._next]
+        could: list[int] = []
+        if self.concurrency is not None:
+            taken, could = self._take_concurrent(reached, reached_input, parent_span_id)
+            if taken is not None:
+                return taken
         found = self._tier_of(recorded, reached, reached_input)
         if found is None and self.options.on_miss == "live":
             # A miss uses up no recorded call; a later one that matches skips those before
@@ -303,6 +375,8 @@ class ReplayController:
                         self._next = ahead
                         break
         if found is None:
+            if could:  # show the nearest of the calls the agent could have been making
+                recorded = self._nearest_of([self.calls[i] for i in could], reached)
             raise self._mismatch(number, reached, recorded, unordered=False)
         self._next += 1
         return self._next - 1, found
@@ -318,11 +392,16 @@ class ReplayController:
                     return call
         return None
 
+    def _nearest_of(self, same: list[Call], reached: Reached) -> Call:
+        """Of ``same`` (calls of ``reached``'s identity), the one whose input differs least."""
+        reached_input = loads(reached.input_json)
+        return min(same, key=lambda c: len(differences(c.input, reached_input)))
+
     def _nearest(self, reached: Reached) -> Call | None:
         unused = [c for c, used in zip(self.calls, self._used, strict=True) if not used]
         same = [c for c in unused if call_identity(c) == call_identity(reached)]
         if same:
-            return min(same, key=lambda c: len(differences(c.input, loads(reached.input_json))))
+            return self._nearest_of(same, reached)
         same_kind = [c for c in unused if c.kind == reached.kind]
         candidates = same_kind or unused
         return candidates[0] if candidates else None
@@ -370,12 +449,20 @@ class ReplayController:
             lines.append("  input differs at:")
             lines.append(format_differences(diffs, left="recorded", right="reached"))
         later = None if unordered else self._later_match(reached)
-        if later is not None:
+        if later is not None and self.concurrency is None:
             lines.append(
                 f"  the recording makes this call later, as call {later.seq}: calls made "
                 f"concurrently (threads, asyncio tasks) can change order from run to run; "
                 f"match='unordered' (CLI: --match unordered) matches each call by kind, name "
                 f"and input instead of position"
+            )
+        elif later is not None:
+            lines.append(
+                f"  the recording makes this call later, as call {later.seq}, and shows it "
+                f"made after the calls before it had ended (not concurrently with them), so "
+                f"a strict replay keeps that order; if this agent's order may vary from run "
+                f"to run, match='unordered' (CLI: --match unordered) matches each call by "
+                f"kind, name and input instead of position"
             )
         return ReplayMismatchError(
             "\n".join(lines),
@@ -386,54 +473,13 @@ class ReplayController:
         )
 
     def _apply_policy(self, number: int, recorded: Call, reached: Reached) -> Decision:
-        policy = recorded.policy
-        if policy == ReplayPolicy.FORBIDDEN:
-            return Decision(
-                Action.RAISE,
-                recorded,
-                ReplayPolicyError(
-                    f"call {number} ({recorded.label}) was recorded with replay_policy="
-                    f"'forbidden': it must not be reached during a replay"
-                ),
-            )
-        if policy == ReplayPolicy.DERIVED:
-            return Decision(Action.DERIVED, recorded)
-        if policy == ReplayPolicy.LIVE:
-            return Decision(Action.EXECUTE, recorded)
-        if policy == ReplayPolicy.MANUAL:
-            if self.manual is None:
-                return Decision(
-                    Action.RAISE,
-                    recorded,
-                    ReplayPolicyError(
-                        f"call {number} ({recorded.label}) was recorded with replay_policy="
-                        f"'manual', but the replay has no manual handler; pass manual=<a "
-                        f"function taking the recorded Call and returning the value to use>"
-                    ),
-                )
-            return Decision(Action.MANUAL, recorded)
-        # frozen: the mode decides
-        if self.mode is ReplayMode.LIVE:
-            if (
-                recorded.kind == A.KIND_LLM
-                or recorded.name in self.allow_live_tools
-                or "*" in self.allow_live_tools
-            ):
-                return Decision(Action.EXECUTE, recorded)
-            return Decision(
-                Action.RAISE,
-                recorded,
-                ReplayPolicyError(
-                    f"call {number} ({recorded.label}) would run a real tool in live mode; "
-                    f"allow it with allow_live_tools=[{recorded.name!r}] (CLI: "
-                    f"--allow-live-tool {recorded.name}) or replay it frozen"
-                ),
-            )
-        if recorded.error is not None:
-            return Decision(
-                Action.RAISE, recorded, rebuild_exception(recorded.error), recorded_failure=True
-            )
-        return Decision(Action.RETURN, recorded)
+        return policy_decision(
+            number,
+            recorded,
+            mode=self.mode,
+            has_manual=self.manual is not None,
+            allow_live_tools=self.allow_live_tools,
+        )
 
 
 class _Parsed:

@@ -160,6 +160,9 @@ class ForkController(ReplayController):
         self.plan = plan
         self.fork_number: int | None = None  # the reached number of the fork point
         self._check_reachable()
+        # A strict fork keeps the recorded order: taking a concurrent call out of it could
+        # take one the recording makes after the fork point.
+        self.concurrency = None
         if self.match is MatchMode.UNORDERED:
             # Only _fork takes the fork point: the unordered matcher never answers it.
             self._used[plan.index] = True
@@ -203,7 +206,7 @@ class ForkController(ReplayController):
                 )
             outer = parent_of.get(outer)
 
-    def _decide(self, reached: Reached) -> Decision:
+    def _decide(self, reached: Reached, parent_span_id: int | None = None) -> Decision:
         if self.fork_number is not None:  # after the fork point: everything runs for real
             self.reached_count += 1
             self.note_matched(self.reached_count, unrecorded_call(reached), "live")
@@ -216,7 +219,7 @@ class ForkController(ReplayController):
             self._next += 1
         if self._next >= self.plan.index:
             return self._fork(reached)
-        return super()._decide(reached)
+        return super()._decide(reached, parent_span_id)
 
     def _decide_unordered(self, reached: Reached) -> Decision:
         """Unordered: a reached call that an unused recorded call answers is answered (in

@@ -23,17 +23,22 @@ from sftrace._record.intercept import HANDOFF, Reached
 from sftrace._replay.controller import ReplayController
 
 _controllers: dict[int, ReplayController] = {}
+# The trace ids of the replays whose controllers note every span (a concurrent recording).
+_noting: set[int] = set()
 _lock = threading.Lock()
 
 
 def register(trace_id: int, controller: ReplayController) -> None:
     with _lock:
         _controllers[trace_id] = controller
+        if controller.concurrency is not None:
+            _noting.add(trace_id)
 
 
 def unregister(trace_id: int) -> None:
     with _lock:
         _controllers.pop(trace_id, None)
+        _noting.discard(trace_id)
 
 
 class ReplaySpanProcessor(SpanProcessor):
@@ -45,20 +50,27 @@ class ReplaySpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         if not self.active or not _controllers:
             return
-        if HANDOFF.decided:  # a boundary's span: the boundary had it decided
+        decided = HANDOFF.decided  # a boundary's span: the boundary had it decided
+        if decided:
             HANDOFF.decided = False
-            return
+            if not _noting:
+                return
         try:
             context = span.get_span_context()
             controller = _controllers.get(context.trace_id)
             if controller is None:
                 return
-            attributes = plain_attributes(span)
-            if attributes.get(A.KIND) not in (A.KIND_TOOL, A.KIND_LLM):
-                return
-            # Not a boundary's span: decided all the same, so it counts as a reached call,
-            # though nothing acts on the decision.
-            controller.decide(Reached.from_attributes(attributes))
+            parent = span.parent.span_id if span.parent is not None else None
+            if not decided:
+                attributes = plain_attributes(span)
+                if attributes.get(A.KIND) in (A.KIND_TOOL, A.KIND_LLM):
+                    # Not a boundary's span: decided all the same, so it counts as a
+                    # reached call, though nothing acts on the decision.
+                    reached = Reached.from_attributes(attributes)
+                    controller.decide(reached, parent_span_id=parent)
+                    decided = True
+            if controller.concurrency is not None:  # where each call sits (see controller)
+                controller.note_span(context.span_id, parent, decided=decided)
         except Exception as exc:  # never raise into the host
             log_once("matching a replayed call", exc)
 

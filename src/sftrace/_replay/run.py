@@ -61,6 +61,9 @@ class ReplayResult:
     agent_version: str | None = None
     options: ReplayOptions = field(default_factory=ReplayOptions, repr=False)
     covered: list[Call] = field(default_factory=list)
+    # How many calls a strict replay took before earlier recorded calls that the recording
+    # shows were made concurrently with them (README, "Matching").
+    reordered: int = 0
     # For a fork (``sftrace.fork``): the ``number`` of the matched call at the fork point;
     # None for a replay, or a fork whose run never reached its fork point.
     fork_number: int | None = None
@@ -221,6 +224,7 @@ def _result(
         agent_version=session.options.agent_version or recorded.manifest.agent_version,
         options=session.options,
         covered=session.covered,
+        reordered=session.controller.reordered,
     )
 
 
