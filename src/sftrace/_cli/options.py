@@ -46,8 +46,9 @@ MATCH_OPTION = click.option(
     type=click.Choice([match.value for match in MatchMode]),
     default=MatchMode.STRICT.value,
     show_default=True,
-    help="strict: the Nth call must match the Nth recorded call; unordered: any unused "
-    "recorded call with the same kind, name and input (for concurrent calls).",
+    help="strict: the Nth call must match the Nth recorded call, except that calls the "
+    "recording shows were concurrent may come in any order; unordered: any unused "
+    "recorded call with the same kind, name and input (any order).",
 )
 
 

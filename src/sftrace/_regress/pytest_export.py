@@ -55,7 +55,8 @@ def export_pytest(
     an expectations document (JSON or TOML; see ``sftrace.Expectations``). ``output``:
     the module to write (default ``test_<bundle name>.py`` in the working directory);
     an existing file is replaced only with ``overwrite``. ``match``: how the test's replay
-    pairs calls (``"unordered"`` for an agent whose concurrent calls vary in order).
+    pairs calls (``"strict"`` already accepts any order among calls the recording shows
+    were concurrent; ``"unordered"`` accepts any order at all).
     """
     parsed_match = MatchMode.parse(match, parameter="match")
     bundle_path = Path(bundle)

@@ -309,7 +309,9 @@ def replay(
         live_llms: ``"provider/model"`` names of LLMs to call live in hybrid mode.
         allow_live_tools: tool names allowed to run for real in live mode.
         match: ``"strict"`` (default): the Nth call reached must match the Nth recorded
-            call. ``"unordered"``: each call takes the earliest unused recorded call with
+            call, except that calls the recording shows were concurrent (overlapping
+            spans, such as a thread pool's tasks) may be reached in any order.
+            ``"unordered"``: each call takes the earliest unused recorded call with
             the same kind, name and input (for agents whose concurrency varies the order).
         manual: answers calls recorded with ``replay_policy="manual"``: called with the
             recorded ``Call``, returns the value to use.
