@@ -6,10 +6,19 @@ import hashlib
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 
 from regress_helpers import invoke, llm, play, record_steps, tool
 from sftrace import load_bundle, replay, validate_bundle
+from sftrace._model.otlp_json import (
+    STRING_VALUE,
+    encode_attributes,
+    encoded_key,
+    string_item,
+    string_value_start,
+)
+from sftrace._model.stored import split_digests
 
 STEPS = [tool("lookup", {"days": 45}, order_id="A-1"), llm("m-1", {"ok": True}, q="refund?")]
 
@@ -110,3 +119,64 @@ def test_a_replayed_call_carries_the_digests_of_its_input_and_output(bundle: Pat
         assert attributes["sftrace.output"] == call.output_json
         expected = _sha(attributes["sftrace.input"])[:16] + _sha(call.output_json or "")[:16]
         assert attributes["sftrace.digests"] == expected == call.attributes["sftrace.digests"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("sftrace.digests", "0123456789abcdef"),
+        ('k\u00e9y "quoted"', 'a "value" with \\ and \n and \u2028 and \U0001f600'),
+        ("", ""),
+    ],
+)
+def test_the_spelling_of_a_string_attribute_is_the_line_encoding(key: str, value: str) -> None:
+    """string_item / string_value_start spell an item as orjson writes encode_attributes'."""
+    item = orjson.dumps(encode_attributes({key: value})[0])
+    assert string_item(key, value) == item
+    assert item.startswith(string_value_start(key))
+    assert item.startswith(encoded_key(key) + STRING_VALUE)
+
+
+def test_split_digests_gives_the_input_and_output_halves() -> None:
+    assert split_digests("a" * 16 + "b" * 16) == ("a" * 16, "b" * 16)
+    assert split_digests("a" * 16) == ("a" * 16, "")
+
+
+def test_a_loaded_call_reads_both_stored_digests_from_its_line(bundle: Path) -> None:
+    for call in load_bundle(bundle).calls:
+        stored = call.attributes["sftrace.digests"]
+        assert call.stored_digests() == (stored[:16], stored[16:])
+
+
+def test_a_loaded_call_without_output_stores_no_output_digest(tmp_path: Path) -> None:
+    path = record_steps(tmp_path / "e.sftrace", [tool("lookup", error="down", order_id="A")])
+    [call] = load_bundle(path).calls
+    assert call.stored_digests() == (_sha(call.input_json)[:16], None)
+
+
+@pytest.mark.parametrize("digests", ["not hex digits at all!", "abc", None])
+def test_stored_digests_not_as_sftrace_writes_them_are_not_used(
+    bundle: Path, digests: str | None
+) -> None:
+    """A line whose sftrace.digests is not 16 or 32 hex digits (or missing) lends none:
+    the replay hashes the texts instead, and its span's digests are still theirs."""
+    spans = bundle / "spans.jsonl"
+    lines = []
+    for line in spans.read_text().splitlines():
+        span = json.loads(line)
+        items = [a for a in span["attributes"] if a["key"] != "sftrace.digests"]
+        if digests is not None and len(items) < len(span["attributes"]):
+            items.append({"key": "sftrace.digests", "value": {"stringValue": digests}})
+        span["attributes"] = items
+        lines.append(json.dumps(span, separators=(",", ":")))
+    spans.write_text("\n".join(lines) + "\n")
+    calls = load_bundle(bundle).calls
+    assert [call.stored_digests() for call in calls] == [(None, None)] * 2
+    with replay(bundle) as session:
+        play(STEPS)
+    replayed = [s.attributes or {} for s in session.spans]
+    replayed = [attributes for attributes in replayed if attributes.get("sftrace.seq")]
+    assert len(replayed) == 2
+    for attributes in replayed:
+        expected = _sha(attributes["sftrace.input"])[:16] + _sha(attributes["sftrace.output"])[:16]
+        assert attributes["sftrace.digests"] == expected

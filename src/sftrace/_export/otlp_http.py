@@ -39,11 +39,14 @@ from sftrace._export.otlp_logging import OTLP_LOGGER, Quiet, install_filter
 from sftrace._export.otlp_proto import encode_spans_proto
 from sftrace._export.otlp_settings import OtlpSettings
 from sftrace._model.otlp_json import (
+    STRING_VALUE,
     JSONDict,
     encode_request,
     encode_span,
     encode_value,
+    encoded_key,
     plain_attributes,
+    string_item,
 )
 from sftrace._version import __version__
 
@@ -63,7 +66,6 @@ _ATTRIBUTES = b'"attributes":['
 # SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote parent.
 _LOCAL_FLAGS = 0x100
 _REMOTE_FLAGS = 0x300
-_STRING_VALUE = b'{"stringValue":'
 _KEY_PREFIXES: Kept[str] = Kept()  # attribute key -> its encoded start (_key_prefix)
 # (key, short string value) -> the whole item and its comma: the values that repeat from
 # span to span (names, kinds, MIME types, models) cost one look-up per attribute.
@@ -168,7 +170,7 @@ def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
             text = escaped.get(value)
             if text is None:
                 text = escaped[value] = orjson.dumps(value)
-            parts.append(_STRING_VALUE)
+            parts.append(STRING_VALUE)
             parts.append(text)
             parts.append(b"}},")
         else:
@@ -180,14 +182,13 @@ def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
 
 def _key_prefix(key: str) -> bytes:
     """``{"key":<key>,"value":``, kept for the keys seen most (a bounded cache)."""
-    return _KEY_PREFIXES.keep(key, b'{"key":%s,"value":' % orjson.dumps(key))
+    return _KEY_PREFIXES.keep(key, encoded_key(key))
 
 
 def _pair(key: str, value: str) -> bytes:
     """The item of ``key`` and a short string ``value`` with its comma, kept in
     ``_PAIRS`` (bounded)."""
-    item = b'{"key":%s,"value":{"stringValue":%s}},' % (orjson.dumps(key), orjson.dumps(value))
-    return _PAIRS.keep((key, value), item)
+    return _PAIRS.keep((key, value), string_item(key, value) + b",")
 
 
 def _add_wire_fields(encoded: JSONDict, span: ReadableSpan) -> None:

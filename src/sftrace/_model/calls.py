@@ -10,8 +10,8 @@ import orjson
 
 from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
-from sftrace._model.otlp_json import decode_attributes
-from sftrace._model.stored import DIGEST_CHARS
+from sftrace._model.otlp_json import decode_attributes, string_value_start
+from sftrace._model.stored import DIGEST_CHARS, split_digests
 from sftrace._model.text import shorten
 
 LineRef = tuple[bytes | bytearray, int, int, str, int]
@@ -22,9 +22,13 @@ NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED)
 notes at load which of them it has, so :meth:`Call.may_have` tells without its line."""
 
 
-# How a line sftrace writes holds ``sftrace.digests`` (see ``Call.stored_digest``).
-_DIGESTS_TEXT = b'{"key":"' + A.DIGESTS.encode() + b'","value":{"stringValue":"'
-_HEX = b"0123456789abcdef"
+StoredDigests = tuple[str | None, str | None]
+"""What a loaded call's line stores of its input's and output's digests (None: not)."""
+
+# What a line holds before the text of ``sftrace.digests`` (see ``Call.stored_digests``).
+_DIGESTS_START = string_value_start(A.DIGESTS)
+_HEX = "0123456789abcdef"
+_NO_DIGESTS: StoredDigests = (None, None)
 
 
 class Identified(Protocol):
@@ -200,31 +204,28 @@ class Call:
             return False
         return key in self.attributes
 
-    def stored_digest(self, field: str) -> str | None:
-        """The digest of ``input_json`` (``field="input"``) or ``output_json``
-        (``"output"``) that a loaded call's line stores in ``sftrace.digests``, or None:
-        a replay making a span with the same text keeps the recorded digest (as a bundle
-        keeps the digests it stores) instead of hashing the text again.
+    def stored_digests(self) -> StoredDigests:
+        """The digests of ``input_json`` and ``output_json`` that a loaded call's line
+        stores in ``sftrace.digests``, each None where it has none: a replay making a span
+        with the same text keeps the recorded digest (as a bundle keeps the digests it
+        stores) instead of hashing the text again.
 
-        Read from the line as sftrace writes it (no copy is kept per call: loading stays
-        within its memory bound); a line written otherwise gives None.
+        Both from one search of the line as sftrace writes it (no copy is kept per call:
+        loading stays within its memory bound); a line written otherwise gives None.
         """
         line = self._line
         if line is None:
-            return None
+            return _NO_DIGESTS
         data, start, end = line[0], line[1], line[2]
-        at = data.find(_DIGESTS_TEXT, start, end)
+        at = data.find(_DIGESTS_START, start, end)
         if at < 0:
-            return None
-        at += len(_DIGESTS_TEXT)
-        digests = bytes(data[at : data.find(b'"', at, end)])
+            return _NO_DIGESTS
+        at += len(_DIGESTS_START)
+        digests = data[at : data.find(b'"', at, end)].decode()
         if digests.strip(_HEX) or len(digests) not in (DIGEST_CHARS, 2 * DIGEST_CHARS):
-            return None  # not the digests sftrace writes
-        if field == "input":
-            return digests[:DIGEST_CHARS].decode()
-        if not self.output_json or len(digests) != 2 * DIGEST_CHARS:
-            return None
-        return digests[DIGEST_CHARS:].decode()
+            return _NO_DIGESTS  # not the digests sftrace writes
+        input_digest, output_digest = split_digests(digests)
+        return input_digest, (output_digest if output_digest and self.output_json else None)
 
     @property
     def input(self) -> Any:

@@ -13,6 +13,7 @@ import base64
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -21,6 +22,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from sftrace._model.stored import restored_attributes
 
 JSONDict = dict[str, Any]
+
+STRING_VALUE = b'{"stringValue":'
+"""How a line spells a string ``AnyValue`` up to the value's JSON text."""
 
 
 def trace_id_hex(trace_id: int) -> str:
@@ -65,6 +69,28 @@ def encode_attributes(
         else:
             encoded.append({"key": key, "value": encode_value(value)})
     return encoded
+
+
+def encoded_key(key: str) -> bytes:
+    """How a line spells the start of attribute ``key``'s item: ``{"key":<key>,"value":``.
+
+    With ``STRING_VALUE``, ``string_item`` and ``string_value_start``: the bytes that
+    ``orjson.dumps`` makes of ``encode_attributes``' items, for the code that writes or
+    finds an attribute in a line without building or parsing the whole span (one home for
+    that spelling; ``tests/test_otlp_json.py`` checks they agree)."""
+    return b'{"key":%s,"value":' % orjson.dumps(key)
+
+
+def string_item(key: str, value: str) -> bytes:
+    """String attribute ``key`` = ``value`` as a line spells the item."""
+    return encoded_key(key) + STRING_VALUE + orjson.dumps(value) + b"}}"
+
+
+def string_value_start(key: str) -> bytes:
+    """What a line holds just before the JSON-escaped text of string attribute ``key``'s
+    value (``{"key":"<key>","value":{"stringValue":"``): the first match in a line is the
+    attribute itself, since a key inside a string value has its quotes escaped."""
+    return encoded_key(key) + STRING_VALUE + b'"'
 
 
 def copy_span(

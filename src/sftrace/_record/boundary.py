@@ -93,7 +93,17 @@ class BoundarySpec:
 class BoundaryCall:
     """One call in progress: its span, sequence number and replay decision."""
 
-    __slots__ = ("decision", "input_digest", "redactions", "run", "seq", "span", "spec", "token")
+    __slots__ = (
+        "decision",
+        "input_digest",
+        "output_digest",
+        "redactions",
+        "run",
+        "seq",
+        "span",
+        "spec",
+        "token",
+    )
 
     def __init__(
         self,
@@ -113,6 +123,8 @@ class BoundaryCall:
         self.decision: Decision | None = None
         replay = run.replay
         digest = None
+        # The recorded output's digest, as its line stores it (for ``finish_recorded``).
+        self.output_digest: str | None = None
         if replay is not None:
             # Decided before the span starts: a recorded call with the same input text
             # lends the span the digest its line stores of that text.
@@ -120,8 +132,10 @@ class BoundaryCall:
                 Reached(spec.kind, spec.name, spec.provider, input_json)
             )
             recorded = decision.recorded
-            if recorded is not None and recorded.input_json == input_json:
-                digest = recorded.stored_digest("input")
+            if recorded is not None:
+                digest, self.output_digest = recorded.stored_digests()
+                if recorded.input_json != input_json:
+                    digest = None
         attributes = dict(spec.attributes)
         attributes[A.SEQ] = seq
         attributes[A.INPUT] = input_json
@@ -175,7 +189,7 @@ class BoundaryCall:
             value = replay.manual(recorded)
             self.finish(value)
             return value
-        return restore(self.finish_recorded(recorded))
+        return restore(self.finish_recorded())
 
     def finish(self, value: Any, extra: Mapping[str, Any] | None = None) -> None:
         """Record a result produced by the body (or the manual handler); ``extra``:
@@ -204,22 +218,27 @@ class BoundaryCall:
             found = llm_response_attributes(value)
             self.span.set_attributes({k: v for k, v in found.items() if k not in (extra or ())})
 
-    def finish_recorded(self, recorded: Call) -> Any:
-        """Record the recorded result a replay answers with; return it, parsed anew (a
-        malformed one raises ``BundleError`` before anything is recorded).
+    def finish_recorded(self) -> Any:
+        """Record the recorded result a replay answers with (the decision's recorded
+        call); return it, parsed anew (a malformed one raises ``BundleError`` before
+        anything is recorded).
 
         It was redacted when it was recorded, so it is not scanned again: its redaction
         records, and an LLM call's usage and response model, come from the recording. An
         answer that was never recorded (``Decision.fresh``: a fork's override) is redacted
         now; the caller still gets it as given, as a recorded call's caller does.
         """
+        decision = self.decision
+        assert decision is not None
+        recorded = decision.recorded
+        assert recorded is not None
         self._refuse_unrecorded(recorded)
         value = recorded.fresh_output()
         output_json = recorded.output_json or "null"
-        if self.decision is not None and self.decision.fresh:
+        if decision.fresh:
             self._set_output(self._redacted_output(output_json))
         else:  # the recorded text: the recording's digest of it holds
-            self._set_output(output_json, recorded.stored_digest("output"))
+            self._set_output(output_json, self.output_digest)
         if self.spec.kind == A.KIND_LLM:
             attributes = recorded.attributes
             self.span.set_attributes(

@@ -206,7 +206,7 @@ class ManualLLMCall:
                 self._fail_and_close(decision.error)
             elif decision.action is Action.RETURN and decision.recorded is not None:
                 handle.replayed = True
-                handle.output = call.finish_recorded(decision.recorded)
+                handle.output = call.finish_recorded()
         return handle
 
     def _fail_and_close(self, error: BaseException | None) -> None:
