@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool, validate_bundle
-from sftrace._bundle.checks import integrity_problems
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
     FORMAT_VERSION,
@@ -37,6 +36,7 @@ from sftrace._bundle.format import (
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
+from sftrace._bundle.integrity import integrity_problems
 from sftrace.testing import isolated_tracing
 
 

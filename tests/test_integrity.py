@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from sftrace import BundleError, llm_request, load_bundle, record, trace_tool
-from sftrace._bundle.checks import integrity_problems
 from sftrace._bundle.format import CHECKSUMS_FILE, MANIFEST_FILE, SPANS_FILE
+from sftrace._bundle.integrity import integrity_problems
 from sftrace._cli.bundle import register
 from sftrace._cli.main import cli
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 
-from sftrace._bundle.checks import parse_checksums
 from sftrace._bundle.files import read_json_object, read_optional_file
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
@@ -31,6 +30,7 @@ from sftrace._bundle.format import (
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
+from sftrace._bundle.integrity import parse_checksums
 from sftrace._bundle.manifest import HEX32, Manifest
 from sftrace._bundle.names import bundle_name, is_plain_name, parse_utc
 from sftrace._bundle.reader import spans_from_data

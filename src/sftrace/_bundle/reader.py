@@ -18,12 +18,8 @@ from typing import Any, overload
 
 import orjson
 
-from sftrace._bundle.checks import (
-    SpanChecker,
-    call_digest_problems,
-    consistency_problems,
-    integrity_problems,
-)
+from sftrace._bundle.checks import SpanChecker
+from sftrace._bundle.consistency import consistency_problems
 from sftrace._bundle.files import (
     check_bundle_file,
     check_directory,
@@ -39,6 +35,7 @@ from sftrace._bundle.format import (
     MAX_SPANS_BYTES,
     SPANS_FILE,
 )
+from sftrace._bundle.integrity import call_digest_problems, integrity_problems
 from sftrace._bundle.manifest import Failure, Manifest
 from sftrace._bundle.upgrade import GROUP_TYPES, group_member
 from sftrace._errors import BundleError, public_error_name

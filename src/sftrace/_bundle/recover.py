@@ -23,7 +23,6 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from sftrace._bundle.checks import checksums_text
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
     JOURNAL_FILE,
@@ -31,6 +30,7 @@ from sftrace._bundle.format import (
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
+from sftrace._bundle.integrity import checksums_text
 from sftrace._bundle.names import unique_bundle_name
 from sftrace._bundle.partial import find_partial, read_partial, started_after
 from sftrace._bundle.reader import load_finished_bundle

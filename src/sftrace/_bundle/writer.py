@@ -28,7 +28,6 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from sftrace._bundle.checks import checksums_text
 from sftrace._bundle.files import read_json_object
 from sftrace._bundle.format import (
     CHECKSUMS_FILE,
@@ -39,6 +38,7 @@ from sftrace._bundle.format import (
     PARTIAL_SUFFIX,
     SPANS_FILE,
 )
+from sftrace._bundle.integrity import checksums_text
 from sftrace._bundle.manifest import Manifest
 from sftrace._bundle.names import unique_bundle_name
 from sftrace._errors import BundleError

@@ -11,7 +11,7 @@ import orjson
 from rich.text import Text
 from rich.tree import Tree
 
-from sftrace._bundle.checks import consistency_problems
+from sftrace._bundle.consistency import consistency_problems
 from sftrace._bundle.format import MANIFEST_FILE
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, check_bundle
