@@ -152,3 +152,55 @@ def test_short_values_encoded_once_for_all_spans_stay_exact_past_the_cache_bound
     assert [decode_attributes(span["attributes"]) for span in encoded] == [
         preparer.prepare_parts(span)[0] for span in spans
     ]
+
+
+def test_otlp_json_groups_spans_by_resource_and_scope_as_the_official_encoder() -> None:
+    """Spans of two resources and three scopes, interleaved, come out of the OTLP/JSON
+    encoder grouped as the official encoder groups them (one resourceSpans entry per
+    resource, one scopeSpans per scope, spans in their order within each)."""
+    other = Resource({"service.name": "other"})
+    spans = [
+        ReadableSpan(
+            name=f"span {number}",
+            context=_context(9, number + 1),
+            resource=(_RESOURCE, other)[number % 2],
+            attributes={"sftrace.kind": "tool", "n": number},
+            start_time=number,
+            end_time=number + 1,
+            instrumentation_scope=_SCOPES[number % 3],
+        )
+        for number in range(12)
+    ]
+    preparer = SpanPreparer(resource_attributes={"sftrace.version": "0"})
+    request = orjson.loads(encode_spans_json(spans, preparer))
+    ours = [
+        (
+            decode_attributes(resource_spans["resource"]["attributes"]),
+            [
+                (scope_spans["scope"].get("name", ""), [s["name"] for s in scope_spans["spans"]])
+                for scope_spans in resource_spans["scopeSpans"]
+            ],
+        )
+        for resource_spans in request["resourceSpans"]
+    ]
+    theirs = [
+        (
+            {kv.key: _plain(kv.value) for kv in resource_spans.resource.attributes},
+            [
+                (scope_spans.scope.name, [s.name for s in scope_spans.spans])
+                for scope_spans in resource_spans.scope_spans
+            ],
+        )
+        for resource_spans in _official(spans, preparer).resource_spans
+    ]
+    assert ours == theirs
+    assert len(ours) == 2
+    assert all(len(scopes) == 3 for _, scopes in ours)
+
+
+def _plain(value: Any) -> Any:
+    """An official ``AnyValue`` as the value OTLP/JSON decodes to (the kinds used here)."""
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(_plain(item) for item in value.array_value.values)
+    return getattr(value, kind)

@@ -66,7 +66,8 @@ _ATTRIBUTES = b'"attributes":['
 # SpanFlags: "has is_remote" (0x100), plus "is remote" (0x200) for a remote parent.
 _LOCAL_FLAGS = 0x100
 _REMOTE_FLAGS = 0x300
-_KEY_PREFIXES: Kept[str] = Kept()  # attribute key -> its encoded start (_key_prefix)
+# attribute key -> the start of its item with a string value (_string_prefix)
+_STRING_PREFIXES: Kept[str] = Kept()
 # (key, short string value) -> the whole item and its comma: the values that repeat from
 # span to span (names, kinds, MIME types, models) cost one look-up per attribute.
 _PAIRS: Kept[tuple[str, str]] = Kept()
@@ -88,21 +89,30 @@ def encode_spans_json(
     is escaped once however many attributes repeat it (the aliases of the input and
     output); the request's envelope is built once per resource and scope.
     """
-    groups: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[Any]]]
+    groups: dict[tuple[int, int], tuple[Resource, InstrumentationScope | None, list[bytes]]]
     groups = {}
-    for number, span in enumerate(spans):
-        line = lines[number] if lines is not None else None
+    items = (
+        zip(spans, lines, strict=True) if lines is not None else ((span, None) for span in spans)
+    )
+    for span, line in items:
         encoded = _spliced(span, line, preparer) if line is not None else None
         if encoded is None:
             encoded = _encoded(span, preparer)
-        resource = preparer.resource_for(span.resource)
-        scope = span.instrumentation_scope
-        key = (id(resource), id(scope))
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = (resource, scope, [])
-        group[2].append(orjson.Fragment(encoded))
-    return orjson.dumps(encode_request(groups.values()))
+        resource, scope = span.resource, span.instrumentation_scope
+        group = groups.get((id(resource), id(scope)))
+        if group is None:  # the OTLP copy's resource, once per group
+            group = groups[(id(resource), id(scope))] = (
+                preparer.resource_for(resource),
+                scope,
+                [],
+            )
+        group[2].append(encoded)
+    # Each group's spans as one fragment: orjson writes "[a,b,...]" around it.
+    joined: list[tuple[Resource, InstrumentationScope | None, list[Any]]] = [
+        (resource, scope, [orjson.Fragment(b",".join(encoded))])
+        for resource, scope, encoded in groups.values()
+    ]
+    return orjson.dumps(encode_request(joined))
 
 
 def _spliced(span: ReadableSpan, line: bytes, preparer: SpanPreparer) -> bytes | None:
@@ -155,34 +165,31 @@ def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
     ``encode_attributes`` gives, without the brackets), each distinct string value
     escaped once, and a short one with its key once for all spans (``_PAIRS``)."""
     parts: list[bytes] = []
+    append = parts.append
     escaped: dict[str, bytes] = {}
-    pairs = _PAIRS
+    pairs, prefixes = _PAIRS, _STRING_PREFIXES
     for key, value in attributes.items():
-        if type(value) is str and len(value) <= _SHORT:
-            item = pairs.get((key, value))
-            parts.append(_pair(key, value) if item is None else item)
-            continue
-        prefix = _KEY_PREFIXES.get(key)
-        if prefix is None:
-            prefix = _key_prefix(key)
-        parts.append(prefix)
         if type(value) is str:
+            if len(value) <= _SHORT:
+                append(pairs.get((key, value)) or _pair(key, value))
+                continue
             text = escaped.get(value)
             if text is None:
                 text = escaped[value] = orjson.dumps(value)
-            parts.append(STRING_VALUE)
-            parts.append(text)
-            parts.append(b"}},")
+            append(prefixes.get(key) or _string_prefix(key))
+            append(text)
+            append(b"}},")
         else:
-            parts.append(orjson.dumps(encode_value(value)))
-            parts.append(b"},")
+            append(encoded_key(key))
+            append(orjson.dumps(encode_value(value)))
+            append(b"},")
     parts[-1] = parts[-1][:-1]  # no comma after the last one
     return b"".join(parts)
 
 
-def _key_prefix(key: str) -> bytes:
-    """``{"key":<key>,"value":``, kept for the keys seen most (a bounded cache)."""
-    return _KEY_PREFIXES.keep(key, encoded_key(key))
+def _string_prefix(key: str) -> bytes:
+    """``{"key":<key>,"value":{"stringValue":``, kept for the keys seen most (bounded)."""
+    return _STRING_PREFIXES.keep(key, encoded_key(key) + STRING_VALUE)
 
 
 def _pair(key: str, value: str) -> bytes:
