@@ -154,7 +154,17 @@ def test_a_loaded_call_without_output_stores_no_output_digest(tmp_path: Path) ->
     assert call.stored_digests() == (_sha(call.input_json)[:16], None)
 
 
-@pytest.mark.parametrize("digests", ["not hex digits at all!", "abc", None])
+@pytest.mark.parametrize(
+    "digests",
+    [
+        "not hex digits at all!",
+        "abc",
+        "0123456789ABCDEF0123456789ABCDEF",
+        "0123456789abcdef0123456789ab  cd",
+        "0123456789abcdef0123456789abcd\u00e9",
+        None,
+    ],
+)
 def test_stored_digests_not_as_sftrace_writes_them_are_not_used(
     bundle: Path, digests: str | None
 ) -> None:

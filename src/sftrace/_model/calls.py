@@ -27,8 +27,8 @@ StoredDigests = tuple[str | None, str | None]
 
 # What a line holds before the text of ``sftrace.digests`` (see ``Call.stored_digests``).
 _DIGESTS_START = string_value_start(A.DIGESTS)
-_HEX = "0123456789abcdef"
 _NO_DIGESTS: StoredDigests = (None, None)
+_QUOTE = ord('"')
 
 
 class Identified(Protocol):
@@ -221,9 +221,19 @@ class Call:
         if at < 0:
             return _NO_DIGESTS
         at += len(_DIGESTS_START)
-        digests = data[at : data.find(b'"', at, end)].decode()
-        if digests.strip(_HEX) or len(digests) not in (DIGEST_CHARS, 2 * DIGEST_CHARS):
+        # The text's closing quote: after the input's digest alone (a call without
+        # output), or after both digests (no search: hex digits need no escapes).
+        stop = at + DIGEST_CHARS
+        if stop < end and data[stop] != _QUOTE:
+            stop += DIGEST_CHARS
+        if stop >= end or data[stop] != _QUOTE:
             return _NO_DIGESTS  # not the digests sftrace writes
+        try:  # in lowercase hex digits, as sftrace writes them
+            digests = data[at:stop].decode()
+            if bytes.fromhex(digests).hex() != digests:
+                return _NO_DIGESTS
+        except ValueError:  # not UTF-8, or not hex digits
+            return _NO_DIGESTS
         input_digest, output_digest = split_digests(digests)
         return input_digest, (output_digest if output_digest and self.output_json else None)
 

@@ -97,8 +97,13 @@ class ReplayController:
         self.covered: list[Call] = []  # recorded calls inside a substituted call
         self._inner = inner_calls(calls, span_parents or {})
         # For a recording whose calls overlapped (a thread pool, asyncio tasks): which of
-        # them a strict replay may take out of the recorded order (None: none may).
-        self.concurrency = concurrency_of(calls, span_parents or {}, self._inner)
+        # them a strict replay may take out of the recorded order (None: none may; an
+        # unordered replay, which takes any order, does not look).
+        self.concurrency = (
+            concurrency_of(calls, span_parents or {}, self._inner)
+            if self.match is MatchMode.STRICT
+            else None
+        )
         self.reordered = 0  # calls a strict replay took before earlier concurrent ones
 
     def _index(self, tier: MatchTier) -> dict[tuple[Identity, str], deque[int]]:
@@ -187,7 +192,7 @@ class ReplayController:
         """:meth:`decide`, with the lock held."""
         self.reached_count += 1
         number = self.reached_count
-        if self._is_live_llm(reached):
+        if self.mode is ReplayMode.HYBRID and self._is_live_llm(reached):
             return self._live_llm(number, reached)
         try:
             index, tier = self._find(number, reached, parent_span_id)
@@ -207,7 +212,7 @@ class ReplayController:
         # A recorded failure raised again is answered from the recording, whatever
         # class it comes back as (RecordedDependencyError is a ReplayError too).
         answered = decision.action in (Action.RETURN, Action.MANUAL)
-        if answered or decision.recorded_failure:
+        if (answered or decision.recorded_failure) and index in self._inner:
             self._cover(index)
         label = decision.action.value
         if decision.recorded_failure:
@@ -223,10 +228,7 @@ class ReplayController:
 
     def _cover(self, index: int) -> None:
         """Mark the calls recorded inside a call whose body will not run as used."""
-        held = self._inner.get(index)
-        if not held:  # most calls hold none
-            return
-        pending = list(held)
+        pending = list(self._inner.get(index, ()))
         while pending:
             inner = pending.pop()
             if not self._used[inner]:
@@ -276,10 +278,19 @@ class ReplayController:
         self, recorded: Call, reached: Reached, reached_input: _Parsed
     ) -> MatchTier | None:
         """The first tier at which ``reached`` matches ``recorded``, if any."""
-        if call_identity(recorded) != call_identity(reached):
+        # Every reached call comes here: the identities compared field by field and the
+        # exact tier's texts compared in place, without tuples or a call per tier.
+        if (
+            recorded.name != reached.name
+            or recorded.kind != reached.kind
+            or recorded.provider != reached.provider
+        ):
             return None
         for tier in self.tiers:
-            if self._matches_at(tier, recorded, reached, reached_input):
+            if tier == "exact":
+                if recorded.input_json == reached.input_json:
+                    return tier
+            elif self._matches_at(tier, recorded, reached, reached_input):
                 return tier
         return None
 

@@ -23,6 +23,37 @@ def policy_decision(
 ) -> Decision:
     """The decision for reached call ``number``, matched to ``recorded``."""
     policy = recorded.policy
+    if policy != ReplayPolicy.FROZEN:  # most calls are frozen: one look-up of a member
+        recorded_policy = _recorded_policy(number, recorded, policy, has_manual)
+        if recorded_policy is not None:
+            return recorded_policy
+    # frozen (or a policy this version does not know): the mode decides
+    if mode is ReplayMode.LIVE:
+        if (
+            recorded.kind == A.KIND_LLM
+            or recorded.name in allow_live_tools
+            or "*" in allow_live_tools
+        ):
+            return Decision(Action.EXECUTE, recorded)
+        return Decision(
+            Action.RAISE,
+            recorded,
+            ReplayPolicyError(
+                f"call {number} ({recorded.label}) would run a real tool in live mode; "
+                f"allow it with allow_live_tools=[{recorded.name!r}] (CLI: "
+                f"--allow-live-tool {recorded.name}) or replay it frozen"
+            ),
+        )
+    if recorded.error is not None:
+        return Decision(
+            Action.RAISE, recorded, rebuild_exception(recorded.error), recorded_failure=True
+        )
+    return Decision(Action.RETURN, recorded)
+
+
+def _recorded_policy(number: int, recorded: Call, policy: str, has_manual: bool) -> Decision | None:
+    """The decision a policy other than ``frozen`` makes whatever the mode (None: the
+    mode decides)."""
     if policy == ReplayPolicy.FORBIDDEN:
         return Decision(
             Action.RAISE,
@@ -48,28 +79,7 @@ def policy_decision(
                 ),
             )
         return Decision(Action.MANUAL, recorded)
-    # frozen: the mode decides
-    if mode is ReplayMode.LIVE:
-        if (
-            recorded.kind == A.KIND_LLM
-            or recorded.name in allow_live_tools
-            or "*" in allow_live_tools
-        ):
-            return Decision(Action.EXECUTE, recorded)
-        return Decision(
-            Action.RAISE,
-            recorded,
-            ReplayPolicyError(
-                f"call {number} ({recorded.label}) would run a real tool in live mode; "
-                f"allow it with allow_live_tools=[{recorded.name!r}] (CLI: "
-                f"--allow-live-tool {recorded.name}) or replay it frozen"
-            ),
-        )
-    if recorded.error is not None:
-        return Decision(
-            Action.RAISE, recorded, rebuild_exception(recorded.error), recorded_failure=True
-        )
-    return Decision(Action.RETURN, recorded)
+    return None
 
 
 __all__ = ["policy_decision"]
