@@ -125,11 +125,16 @@ def test_plain_lines_take_the_fast_path(recorded_lines: list[dict[str, Any]], va
     """The lines sftrace writes are checked by the fast path, with the full check's result."""
     checker = _checkers(recorded_lines)
     span = recorded_lines[2]
-    fast = checker._plain(span, values)
-    problems: list[str] = []
-    assert fast is not None
-    assert fast == checker._check(span, problems, values)
+    problems, full = checker.check(span, values=values)
+    fast = checker.take_plain(span, values)
     assert problems == []
+    assert fast is not None
+    assert fast == full
+    span_id = span["spanId"]  # accepted: its span id and sequence number are remembered
+    assert checker.check(span, values=values)[0] == [
+        f"duplicate spanId {span_id}",
+        f"span {span_id}: duplicate sftrace.seq 2",
+    ]
 
 
 @settings(
@@ -143,13 +148,11 @@ def test_the_fast_path_accepts_only_what_the_full_check_accepts(
     check, and the same decoded attributes."""
     checker = _checkers(recorded_lines)
     span = _apply(recorded_lines[2], changes)
-    fast = checker._plain(span, values)
+    before = (dict(checker.parents), set(checker.seqs))
+    problems, full = checker.check(span, values=values)  # check() remembers nothing
+    fast = checker.take_plain(span, values)
     if fast is None:
+        assert (checker.parents, checker.seqs) == before  # refused: nothing remembered
         return
-    problems: list[str] = []
-    try:
-        full = checker._check(span, problems, values)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # check() reports these
-        pytest.fail(f"the fast path accepted a span the full check fails on: {exc!r}")
     assert problems == []
     assert fast == full

@@ -8,6 +8,7 @@ line (and says so in the notes), collector import skips the run (and says why).
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -22,27 +23,29 @@ _NANOS = re.compile(r"[0-9]{1,19}")
 _SFTRACE_KINDS = (A.KIND_RUN, A.KIND_TOOL, A.KIND_LLM)
 _HEX = "0123456789abcdef"
 _INT64_MAX = str((1 << 63) - 1)  # 19 digits: compared as text with 19-digit numbers
-_NO_ITEMS: list[Any] = []  # never modified
-_NO_PROBLEMS: list[str] = []  # a valid span's problems (never modified)
-# The fields of a span line sftrace writes without events or links (SpanChecker._plain).
-_PLAIN_KEYS = frozenset(
-    (
-        "traceId",
-        "spanId",
-        "parentSpanId",
-        "name",
-        "kind",
-        "startTimeUnixNano",
-        "endTimeUnixNano",
-        "attributes",
-        "status",
-    )
+_CALL_KINDS = (A.KIND_TOOL, A.KIND_LLM)
+_SPAN_KINDS = frozenset(range(6))  # OTLP span kinds 0 to 5 (an int: checked before)
+# The fields of a call span line as sftrace writes it (SpanChecker.take_plain), and the
+# types and lengths they have there: name, kind, attributes; span id, start time, both times.
+_PLAIN_FIELDS = itemgetter(
+    "spanId",
+    "parentSpanId",
+    "traceId",
+    "name",
+    "kind",
+    "startTimeUnixNano",
+    "endTimeUnixNano",
+    "attributes",
 )
+_PLAIN_SHAPE = (str, int, list, 16, 19, 38)
 
 
-def _is_json(text: str) -> bool:
+def _values_are_json(attributes: dict[str, Any]) -> bool:
+    """The call's input and output (those it has) are JSON text."""
     try:
-        orjson.loads(text)
+        for key in (A.INPUT, A.OUTPUT):
+            if key in attributes:
+                orjson.loads(attributes[key])
     except orjson.JSONDecodeError:
         return False
     return True
@@ -74,10 +77,6 @@ class SpanChecker:
         text). A lazy loader passes False and parses them when they are first read
         (``Call.input``); it still checks that they are strings.
         """
-        if self.parents_first:
-            attributes = self._plain(span, values)
-            if attributes is not None:
-                return [], attributes
         problems: list[str] = []
         try:
             attributes = self._check(span, problems, values)
@@ -87,91 +86,73 @@ class SpanChecker:
         return problems, attributes
 
     def take(self, span: Any, *, values: bool = True) -> tuple[list[str], dict[str, Any]]:
-        """:meth:`check`, then :meth:`accept` the span when it is valid: a loader's one
-        call per line (a plain line is remembered by the fast path, with what it read)."""
-        if self.parents_first:
-            attributes = self._plain(span, values, accept=True)
-            if attributes is not None:
-                return _NO_PROBLEMS, attributes
+        """:meth:`check`, then :meth:`accept` the span when it is valid."""
         problems, attributes = self.check(span, values=values)
         if not problems:
             self.accept(span, attributes)
         return problems, attributes
 
-    def _plain(self, span: Any, values: bool, *, accept: bool = False) -> dict[str, Any] | None:
-        """The decoded attributes of a span in the plain shape sftrace writes, checked
-        with the rules of :meth:`_check` in fewer steps; None for anything else (which
-        :meth:`_check` then checks and explains). ``accept``: remember a valid span as
-        :meth:`accept` would. Every bundle line goes through here, so it is written for
-        speed: it accepts a subset of what ``_check`` accepts (a Hypothesis test pins
-        it), and lets the ``try`` below refuse what has the wrong type where that
-        replaces a check (an attribute's value that is not an object fails its lookup)."""
-        if type(span) is not dict or not span.keys() <= _PLAIN_KEYS:
-            return None
-        span_id = span.get("spanId")
-        parent = span.get("parentSpanId") or None
-        start = span.get("startTimeUnixNano", "0")
-        end = span.get("endTimeUnixNano", "0")
-        kind = span.get("kind", 1)
-        items = span.get("attributes", _NO_ITEMS)
+    def take_plain(self, span: Any, values: bool) -> dict[str, Any] | None:
+        """The decoded attributes of a call span in the plain shape sftrace writes,
+        checked with the rules of :meth:`check` in fewer steps and accepted as
+        :meth:`accept` would; None, and nothing remembered, for any other span (which
+        :meth:`take` then checks and explains). ``parents_first`` checkers only.
+
+        Every line of a bundle but the run span comes here, so it is written for speed,
+        each test standing for one or more rules of :meth:`_check`: it accepts a subset
+        of what ``_check`` accepts (a Hypothesis test pins it); the fields the plain shape
+        has are read in one step (a missing one fails the lookup); one tuple compares the
+        types and lengths the shape fixes and the run's trace id; the times are two
+        19-digit strings (every time from 2001 to 2262), checked as one 38-character
+        one; and the ``try`` refuses what has the wrong type where that replaces a
+        check (a span id or an attribute value that is not a string or object fails
+        its method or lookup)."""
         parents = self.parents
-        if (
-            type(span_id) is not str
-            or len(span_id) != 16
-            or span_id.strip(_HEX)
-            or span_id in parents
-            or span.get("traceId") != self.trace_id
-            or (parent is not None and (type(parent) is not str or parent not in parents))
-            or type(span.get("name")) is not str
-            or type(start) is not str
-            or not (0 < len(start) <= 19 and start.isdigit() and start.isascii())
-            or (len(start) == 19 and start > _INT64_MAX)
-            or type(end) is not str
-            or not (0 < len(end) <= 19 and end.isdigit() and end.isascii())
-            or (len(end) == 19 and end > _INT64_MAX)
-            or type(kind) is not int
-            or not 0 <= kind <= 5
-            or type(span.get("status", _NO_VALUE)) is not dict
-            or type(items) is not list
-        ):
-            return None
-        attributes: dict[str, Any] = {}
         try:
+            span_id, parent, trace_id, name, kind, start, end, items = _PLAIN_FIELDS(span)
+            times = start + end
+            if (
+                (type(name), type(kind), type(items), len(span_id), len(start), len(times))
+                != _PLAIN_SHAPE
+                or trace_id != self.trace_id
+                or span_id.strip(_HEX)
+                or span_id in parents
+                or parent not in parents
+                or kind not in _SPAN_KINDS
+                or not times.isdigit()
+                or not times.isascii()
+                or start > _INT64_MAX
+                or end > _INT64_MAX
+                # the plain fields only, or those and a status object
+                or (len(span) != 8 and (len(span) != 9 or type(span.get("status")) is not dict))
+            ):
+                return None
+            attributes: dict[str, Any] = {}
             for item in items:
                 value = item["value"]
                 if "stringValue" in value:
                     attributes[item["key"]] = value["stringValue"]
                     continue
                 number = value["intValue"]  # other value types: decoded by _check
-                if type(number) is not str or not (
-                    0 < len(number) < 19 and number.isdigit() and number.isascii()
-                ):
+                if not (number.isdigit() and number.isascii() and len(number) < 19):
                     return None
                 attributes[item["key"]] = int(number)
             "".join(attributes)  # every key a string (TypeError otherwise): once per span
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, AttributeError):
             return None
-        seq = None
         if A.KIND in attributes:
             seq = attributes.get(A.SEQ)
-            kind_value = attributes[A.KIND]
             if (
-                type(seq) is not int
+                attributes[A.KIND] not in _CALL_KINDS  # a run span has no parent: not here
+                or type(seq) is not int
                 or seq in self.seqs
-                or kind_value not in _SFTRACE_KINDS
-                or (kind_value == A.KIND_RUN and parent is not None)
                 or type(attributes.get(A.INPUT, "")) is not str
                 or type(attributes.get(A.OUTPUT, "")) is not str
+                or (values and not _values_are_json(attributes))
             ):
                 return None
-            if values and not all(
-                _is_json(attributes[key]) for key in (A.INPUT, A.OUTPUT) if key in attributes
-            ):
-                return None
-        if accept:
-            if seq is not None:
-                self.seqs.add(seq)
-            parents[span_id] = parent
+            self.seqs.add(seq)
+        parents[span_id] = parent
         return attributes
 
     def accept(self, span: dict[str, Any], attributes: dict[str, Any]) -> None:

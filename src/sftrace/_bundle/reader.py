@@ -55,18 +55,13 @@ class SpanLines(Sequence[dict[str, Any]]):
     the run span (index 0), which is parsed once and kept.
     """
 
-    __slots__ = ("_data", "_ends", "_first", "_starts")
+    __slots__ = ("_data", "_first", "_starts")
 
     def __init__(
-        self,
-        data: bytes | bytearray,
-        starts: Sequence[int],
-        ends: Sequence[int],
-        first: dict[str, Any],
+        self, data: bytes | bytearray, starts: Sequence[int], first: dict[str, Any]
     ) -> None:
-        self._data = data
+        self._data = data  # every line ends with a newline, the next starts after it
         self._starts = starts
-        self._ends = ends
         self._first = first
 
     def __len__(self) -> int:
@@ -85,14 +80,18 @@ class SpanLines(Sequence[dict[str, Any]]):
             raise IndexError("span index out of range")
         if index == 0:
             return self._first
-        span: dict[str, Any] = orjson.loads(self._data[self._starts[index] : self._ends[index]])
-        return span
+        return self._parse(index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        data, loads = self._data, orjson.loads
         yield self._first
-        for start, end in zip(self._starts[1:], self._ends[1:], strict=True):
-            yield loads(data[start:end])
+        for index in range(1, len(self)):
+            yield self._parse(index)
+
+    def _parse(self, index: int) -> dict[str, Any]:
+        starts = self._starts
+        end = starts[index + 1] - 1 if index + 1 < len(starts) else len(self._data) - 1
+        span: dict[str, Any] = orjson.loads(self._data[starts[index] : end])
+        return span
 
     def __repr__(self) -> str:
         return f"<{len(self)} spans>"
@@ -193,34 +192,7 @@ def spans_from_data(
     # One read, then one parse per line: the parsed span is checked, turned into a Call
     # and dropped; only the line's position is kept (see SpanLines).
     loader = _SpanLoader(manifest, display, eager=eager)
-    starts: array[int] = array("q")
-    ends: array[int] = array("q")
-    loads, find, view = orjson.loads, data.find, memoryview(data)
-    position, number, size = 0, 0, len(data)
-    while position < size:
-        number += 1
-        end = find(b"\n", position)
-        if end < 0:
-            end = size
-        if (end + 1 if end < size else end) - position > MAX_LINE_BYTES:
-            raise loader.error(
-                number, f"line longer than {MAX_LINE_BYTES} bytes; refusing to load it"
-            )
-        if end == size:
-            raise loader.error(number, "truncated line (no newline at the end of the file)")
-        start, position = position, end + 1
-        try:
-            span = loads(view[start:end])
-        except orjson.JSONDecodeError as exc:
-            if not data[start:end].strip():
-                raise loader.error(
-                    number, "blank line; a bundle holds one span on every line"
-                ) from None
-            raise loader.error(number, f"invalid JSON: {exc}") from None
-        loader.add(span, (data, start, end, display, number), first=not starts)
-        starts.append(start)
-        ends.append(end)
-    return loader.bundle(root, SpanLines(data, starts, ends, loader.run_span()))
+    return loader.bundle(root, loader.read(data))
 
 
 class _SpanLoader:
@@ -239,20 +211,69 @@ class _SpanLoader:
     def error(self, number: int, message: str) -> BundleError:
         return BundleError(f"{self.display}:{number}: {message}", path=self.display, line=number)
 
-    def add(self, span: Any, line: LineRef, *, first: bool) -> None:
-        """Check and keep the span parsed from ``line`` (see ``LineRef``)."""
-        problems, attributes = self.checker.take(span, values=self.eager)
+    def read(self, data: bytes | bytearray) -> SpanLines:
+        """Check and keep every line of ``data``. Every line comes through this loop, so
+        it keeps in local names what it uses per line and calls the checker's fast path
+        itself (:meth:`add` checks and explains the other lines)."""
+        starts: array[int] = array("q")
+        loads, find, view = orjson.loads, data.find, memoryview(data)
+        take_plain, eager, display = self.checker.take_plain, self.eager, self.display
+        add_call, call_kinds = self.calls.append, (A.KIND_TOOL, A.KIND_LLM)
+        position, number, size = 0, 0, len(data)
+        while position < size:
+            number += 1
+            end = find(b"\n", position)
+            if end < 0 or end - position >= MAX_LINE_BYTES:
+                raise self._line_error(number, position, end, size)
+            try:
+                span = loads(view[position:end])
+            except orjson.JSONDecodeError as exc:
+                if not data[position:end].strip():
+                    raise self.error(
+                        number, "blank line; a bundle holds one span on every line"
+                    ) from None
+                raise self.error(number, f"invalid JSON: {exc}") from None
+            line = (data, position, end, display, number)
+            attributes = take_plain(span, eager)
+            if attributes is None or attributes.get(A.KIND) not in call_kinds:
+                self.add(span, attributes, line)
+            else:
+                try:
+                    add_call(call_from_span(span, attributes, line))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise self.malformed(attributes, number, exc) from None
+            starts.append(position)
+            position = end + 1
+        return SpanLines(data, starts, self.run_span())
+
+    def _line_error(self, number: int, position: int, end: int, size: int) -> BundleError:
+        """The line at ``position`` is too long, or the last one and has no newline."""
+        if (size if end < 0 else end + 1) - position > MAX_LINE_BYTES:
+            return self.error(
+                number, f"line longer than {MAX_LINE_BYTES} bytes; refusing to load it"
+            )
+        return self.error(number, "truncated line (no newline at the end of the file)")
+
+    def add(self, span: Any, attributes: dict[str, Any] | None, line: LineRef) -> None:
+        """Check (unless the fast path has: ``attributes``) and keep the span parsed from
+        ``line`` (see ``LineRef``)."""
         number = line[4]
-        if problems:
-            raise self.error(number, problems[0])
+        if attributes is None:
+            problems, attributes = self.checker.take(span, values=self.eager)
+            if problems:
+                raise self.error(number, problems[0])
         kind = attributes.get(A.KIND)
         if kind == A.KIND_TOOL or kind == A.KIND_LLM:
             try:
                 self.calls.append(call_from_span(span, attributes, line))
             except (KeyError, TypeError, ValueError) as exc:
-                raise self.error(number, f"malformed {kind} span ({repr_preview(exc)})") from None
+                raise self.malformed(attributes, number, exc) from None
         elif kind == A.KIND_RUN:
-            self._add_run(span, attributes, number, first=first)
+            self._add_run(span, attributes, number, first=number == 1)
+
+    def malformed(self, attributes: dict[str, Any], number: int, exc: Exception) -> BundleError:
+        """A call span a ``Call`` cannot be made from."""
+        return self.error(number, f"malformed {attributes[A.KIND]} span ({repr_preview(exc)})")
 
     def _add_run(
         self, span: dict[str, Any], attributes: dict[str, Any], number: int, *, first: bool
