@@ -26,7 +26,7 @@ from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
 from sftrace._model.stored import value_digest
 from sftrace._record.failure import failure_details
-from sftrace._record.intercept import HANDOFF, Action, Decision, Reached
+from sftrace._record.intercept import HANDOFF, RUNS_BODY, Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, own_span_context, record_failure
 from sftrace._record.unrecorded import unrecorded_error, unrecorded_reason
 
@@ -171,7 +171,7 @@ class BoundaryCall:
     @property
     def runs_body(self) -> bool:
         decision = self.decision
-        return decision is None or decision.action in (Action.EXECUTE, Action.DERIVED)
+        return decision is None or decision.action in RUNS_BODY
 
     def substitute(self, restore: Restore) -> Any:
         """The value a replay answers with instead of running the body (or raises)."""

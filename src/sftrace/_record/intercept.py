@@ -28,6 +28,13 @@ class Action(Enum):
     RAISE = "refused"  # raise ``error``
 
 
+# The actions that run the call's body, and those that answer it without running it.
+# Tuples made once: looking members up on the Enum class for each call costs more than
+# the test itself (a replay tests every call it reaches).
+RUNS_BODY = (Action.EXECUTE, Action.DERIVED)
+ANSWERED = (Action.RETURN, Action.MANUAL)
+
+
 @dataclass(slots=True)
 class Decision:
     """What a boundary does. ``recorded_failure``: ``error`` is the recorded call's own

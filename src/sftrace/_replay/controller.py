@@ -29,7 +29,7 @@ from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._model.text import pluralize, shorten, were
-from sftrace._record.intercept import Action, Decision, Reached
+from sftrace._record.intercept import ANSWERED, Action, Decision, Reached
 from sftrace._replay.concurrency import concurrency_of
 from sftrace._replay.options import MatchTier, ReplayOptions
 from sftrace._replay.policy import policy_decision
@@ -211,7 +211,7 @@ class ReplayController:
         decision = self._apply_policy(number, recorded, reached)
         # A recorded failure raised again is answered from the recording, whatever
         # class it comes back as (RecordedDependencyError is a ReplayError too).
-        answered = decision.action in (Action.RETURN, Action.MANUAL)
+        answered = decision.action in ANSWERED
         if (answered or decision.recorded_failure) and index in self._inner:
             self._cover(index)
         label = decision.action.value
