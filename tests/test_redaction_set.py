@@ -23,7 +23,17 @@ from sftrace._record.redaction import is_marker
 from sftrace._record.redaction_apply import redact_plain, replacer
 from sftrace._record.redaction_keys import BUILTIN_KEYS, key_words
 from sftrace._record.redaction_rules import RUN_CHARACTERS
-from sftrace._record.redaction_set import ANY, CLEAR, FOLDS, SPACES, RuleSet, gate, relax
+from sftrace._record.redaction_set import (
+    ANY,
+    CLEAR,
+    FOLDS,
+    SPACES,
+    RuleSet,
+    gate,
+    keywords_gate,
+    relax,
+)
+from sftrace._record.redaction_view import may_hold_run
 
 _DEFAULT = Redactor()
 _REDACTORS = {
@@ -335,6 +345,12 @@ _CHARS = (
 )
 
 
+# The gates of the built-in rules with keywords (their patterns in the set).
+_KEYWORD_GATES = {
+    rule.find: re2.compile(keywords_gate(rule)) for rule in _DEFAULT.rules if rule.keywords
+}
+
+
 @functools.cache
 def _relaxed(pattern: re.Pattern[str]) -> Any:
     return re2.compile(relax(pattern))
@@ -358,6 +374,8 @@ def test_relaxation_matches_wherever_the_regex_matches(pattern: re.Pattern[str],
     for json_text in (orjson.dumps([text]).decode(), json.dumps({"k": text})):
         assert _relaxed(pattern).search(json_text) is not None, (pattern.pattern, json_text)
         assert _gated(pattern).search(json_text) is not None, (pattern.pattern, json_text)
+        if pattern in _KEYWORD_GATES:
+            assert _KEYWORD_GATES[pattern].search(json_text) is not None, json_text
 
 
 def test_folds_are_pythons() -> None:
@@ -416,3 +434,67 @@ def test_a_gate_is_the_run_without_what_it_must_hold() -> None:
     escaped = secret.replace("/", "\\/")  # JSON may write "/" as "\/"
     assert json.loads(f'["{escaped}"]') == [secret]
     assert ruleset.check(f'["{escaped}"]') != CLEAR
+
+
+_RUN_TEXT = st.text(
+    st.sampled_from(RUN_CHARACTERS[:3] + RUN_CHARACTERS[-5:] + '=\\"\n é\u2028\x1f\U0001f600'),
+    max_size=12,
+)
+
+
+def _exact_run(text: str, length: int) -> bool:
+    """Whether ``text`` holds a run of exactly ``length`` run characters (the plain way)."""
+    return (
+        re.search(
+            rf"(?<![{re.escape(RUN_CHARACTERS)}])[{re.escape(RUN_CHARACTERS)}]"
+            rf"{{{length}}}(?![{re.escape(RUN_CHARACTERS)}])",
+            text,
+        )
+        is not None
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=_RUN_TEXT,
+    run=_run(RUN_CHARACTERS, 38, 42),
+    after=_RUN_TEXT,
+    long=st.booleans(),
+)
+def test_the_run_check_finds_every_run_of_the_length(
+    before: str, run: str, after: str, long: bool
+) -> None:
+    """may_hold_run (the AWS secret's shape, outside the set's DFA) is True wherever a
+    string of the JSON text holds a run of exactly the length, whatever escapes are
+    around it or in it (orjson's, json.dumps' \\u escapes, "\\/"), short texts and long."""
+    text = before + run + after
+    padding = ["x" * 3000] if long else []  # (long texts take the run-by-run path)
+    if not _exact_run(text, 40):
+        return
+    for json_text in (
+        orjson.dumps([*padding, text]).decode(),
+        json.dumps({"k": text, "p": padding}),
+        orjson.dumps([text]).decode().replace("/", "\\/"),
+    ):
+        assert may_hold_run(json_text.encode(), 40), json_text
+
+
+def test_the_run_check_clears_runs_of_other_lengths() -> None:
+    """Ids of 60 characters, hashes of 64, a commit's 40 hex characters: only the last
+    one may hold the AWS shape (the relaxation behind it then clears it)."""
+    ids = orjson.dumps(["a1B2" * 15, "f" * 64, "x" * 39]).decode()
+    assert not may_hold_run(ids.encode(), 40)
+    assert not may_hold_run(orjson.dumps(["x" * 3000, "a1B2" * 15]).decode().encode(), 40)
+    commit = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+    assert may_hold_run(orjson.dumps(["a1B2" * 15, commit]).decode().encode(), 40)
+    assert may_hold_run(f'["x\\n{"y" * 45}"]'.encode(), 40)  # (an escape: can't tell)
+
+
+def test_the_set_holds_no_counted_run_of_the_built_in_rules() -> None:
+    """The set's DFA meets new states on every new value when counted runs multiply with
+    the patterns that start at any letter: the built-in rules enter it by their keywords,
+    the AWS secret not at all (only the \\u escapes' four hex digits are counted; rules
+    without counted runs enter it whole)."""
+    patterns = "".join(_DEFAULT._set._patterns)
+    counts = {int(n) for n in re.findall(r"(?<!\\x)\{(\d+)", patterns)}
+    assert {count for count in counts if count >= 2} <= {4}, counts

@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from sftrace._record.redaction_keys import key_words
 from sftrace._record.redaction_rules import Rule
+from sftrace._record.redaction_view import may_hold_run
 
 CLEAR: Final = 0  # nothing can match
 BUILTIN: Final = 1  # a built-in rule or a sensitive member name may match
@@ -378,6 +379,47 @@ def gate(pattern: re.Pattern[str]) -> str | None:
     return _sequence(plain, flags, edges=True) or "(?s:.)*"
 
 
+def keywords_gate(rule: Rule) -> str:
+    """The gate of a built-in rule: an RE2 pattern matching, in a JSON text, wherever one
+    of its strings holds one of the literals every match of the rule starts with: its
+    exact-case ``inside`` literals (``eyJ``, ``AKIA``: rare in base64) or else its
+    ``keywords`` in any case (Python's folds too), escapes and all. Literals only, so a
+    set of such gates is a small DFA (Aho-Corasick's) that stays cached whatever the
+    text: no counted run (``[A-Za-z0-9]{20,}``) multiplying its states, not even the
+    rules' one-character lookbehinds (their JSON escapes are counted)."""
+    literals = "|".join(map(re.escape, rule.inside or rule.keywords))
+    return relax(re.compile(literals, 0 if rule.inside else re.IGNORECASE))
+
+
+def counts_runs(pattern: re.Pattern[str]) -> bool:
+    """Whether ``pattern`` repeats something at least twice by count (``C{20,}``,
+    ``C{16}``): what multiplies the states of a DFA shared with other patterns."""
+    parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    return _counts(list(parsed))
+
+
+def _counts(items: Sequence[tuple[Any, Any]]) -> bool:
+    for op, av in items:
+        if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)):
+            if av[0] >= 2 or _counts(list(av[2])):
+                return True
+        elif op is sre.SUBPATTERN:
+            if _counts(list(av[3])):
+                return True
+        elif op is sre.BRANCH:
+            if any(_counts(list(branch)) for branch in av[1]):
+                return True
+        elif op in (sre.ASSERT, sre.ASSERT_NOT):
+            if _counts(list(av[1])):
+                return True
+        elif op is sre.GROUPREF_EXISTS:
+            if any(_counts(list(branch)) for branch in av[1:] if branch):
+                return True
+        elif op is getattr(sre, "ATOMIC_GROUP", None) and _counts(list(av)):
+            return True
+    return False
+
+
 def names_pattern(names: Sequence[str]) -> str:
     """Member names whose trailing words are one of ``names``, before the ``:`` after
     them: each name's letters in either case with anything but a letter or a digit
@@ -395,9 +437,21 @@ class RuleSet:
     the sensitive member ``names`` (built-in) and ``own_names``; built on first use
     (importing RE2 then).
 
-    A rule with a :func:`gate` enters the set as its gate; only when the gate matches
-    does its relaxation run (one RE2 search), so a value holding a plain run (a git
-    commit id) is still cleared."""
+    Counted runs (``[A-Za-z0-9]{20,}``) kept in one DFA with patterns that can start at
+    any letter multiply its states: on values new at every call (ids, hashes) the DFA
+    keeps building states it never sees again. So only patterns without them enter the
+    set whole; the others enter it by a gate, and their relaxation runs (one RE2 search
+    of its own, a small DFA) only when the gate matched:
+
+    - a rule with ``keywords`` (every built-in rule but one): the gate is its keywords
+      (:func:`keywords_pattern`), literals only, so the set's DFA stays small and cached
+      on any text, like Aho-Corasick's;
+    - a built-in rule with a ``shape`` and no keywords (the AWS secret): no gate in the
+      set; :func:`may_hold_run` checks the text for its run at C speed;
+    - a rule of your own with a :func:`gate`: the gate (the plain run), so a value
+      holding a plain run (a git commit id) is still cleared;
+    - other rules of your own: their relaxation, whole.
+    """
 
     def __init__(
         self,
@@ -410,22 +464,31 @@ class RuleSet:
     ) -> None:
         self._patterns: list[str] = []
         self._exact: dict[int, str] = {}  # set index -> the relaxation behind its gate
+        self._shaped: list[tuple[int, str]] = []  # (run length, relaxation), outside the set
         for rule in rules:
-            self._add(rule)
+            if rule.shape and not rule.keywords:
+                self._shaped.append((rule.shape, relax(rule.find)))
+            else:
+                self._add(rule, builtin=True)
         if names:
             self._patterns.append(names_pattern(names))
         self._builtin = len(self._patterns)  # set indexes up to this: built-in
         for rule in own:
-            self._add(rule)
+            self._add(rule, builtin=False)
         if own_names:
             self._patterns.append(names_pattern(own_names))
         self._match: Callable[[bytes], list[int] | None] | None = None
         self._confirm: dict[int, Callable[[bytes], object]] = {}
+        self._shapes: list[tuple[int, Callable[[bytes], object]]] = []
         self._lock = threading.Lock()
         self._max_mem = max_mem
 
-    def _add(self, rule: Rule) -> None:
-        relaxed, coarse = relax(rule.find), gate(rule.find)
+    def _add(self, rule: Rule, *, builtin: bool) -> None:
+        relaxed = relax(rule.find)
+        if builtin and rule.keywords and counts_runs(rule.find):
+            coarse: str | None = keywords_gate(rule)
+        else:
+            coarse = gate(rule.find)
         if coarse is not None:
             self._exact[len(self._patterns) + 1] = relaxed  # (the sentinel is 0)
         self._patterns.append(coarse or relaxed)
@@ -448,6 +511,8 @@ class RuleSet:
                 for index, pattern in self._exact.items():
                     with contextlib.suppress(re2.error):  # (else the gate alone decides)
                         self._confirm[index] = re2.compile(pattern, options).search
+                for length, pattern in self._shaped:
+                    self._shapes.append((length, _searcher(re2, pattern, options)))
                 try:
                     compiled.Compile()
                     # (RE2's own Match, without the wrapper's Python frame)
@@ -466,13 +531,27 @@ class RuleSet:
         found = match(data)
         if not found or 0 not in found:
             return ANY  # (the sentinel, pattern 0, is missing)
-        if len(found) == 1:
-            return CLEAR
-        if self._confirm:
+        if len(found) > 1 and self._confirm:
             found = [i for i in found if i not in self._confirm or self._confirm[i](data)]
-            if len(found) == 1:
-                return CLEAR
-        return ANY if max(found) > self._builtin else BUILTIN
+        if len(found) > 1:
+            return ANY if max(found) > self._builtin else BUILTIN
+        for length, search in self._shapes:
+            if may_hold_run(data, length) and search(data):
+                return BUILTIN
+        return CLEAR
+
+
+def _searcher(re2: Any, pattern: str, options: Any) -> Callable[[bytes], object]:
+    """The RE2 search of ``pattern``, or one that always finds (beyond RE2's limits)."""
+    try:
+        search: Callable[[bytes], object] = re2.compile(pattern, options).search
+    except re2.error:
+        return _always
+    return search
+
+
+def _always(data: bytes) -> bool:
+    return True
 
 
 def _never(data: bytes) -> None:

@@ -13,6 +13,14 @@ from sftrace._record.redaction_rules import RUN_CHARACTERS
 # the length check in fold()).
 _FOLD_EXTRA = str.maketrans({"\u017f": "s", "\u0131": "i"})
 _RUN_TABLE = bytes(ord("a") if chr(b) in RUN_CHARACTERS else ord(" ") for b in range(256))
+# The same for the UTF-8 bytes of a JSON text, where the backslash of an escape counts as
+# a run character too (``\\/`` and ``\\u0041`` stand for one; bytes of other characters are
+# never run characters).
+_JSON_RUN_TABLE = bytes(
+    ord("a") if chr(b) in RUN_CHARACTERS or chr(b) == "\\" else ord(" ") for b in range(256)
+)
+_RUNS = {length: b"a" * length for length in range(1, 65)}
+_SHORT_TEXT = 2048
 # Runs at least this long have their inside skipped by the keyword search (base64
 # images, blobs); rules that can match there are searched by their ``inside`` literals.
 LONG_RUN = 256
@@ -58,6 +66,33 @@ def shape_runs(classes: bytes, length: int, json_text: str | None = None) -> lis
             starts.append(at)
         at = classes.find(needle, end)
     return starts
+
+
+def may_hold_run(json_text: bytes, length: int) -> bool:
+    """Whether one of the strings of the JSON text ``json_text`` (UTF-8) may hold a run of
+    exactly ``length`` run characters (between characters that are not): False only when
+    none does. C speed (a translation and a search or a few), outside any regex DFA.
+
+    Escapes are run characters here (their backslash too), so the run of a string is
+    within a run of the translated text at least as long. A run without a backslash is
+    the string's own: only exactly ``length`` counts; one holding a backslash (an escape
+    within or around the run) counts from ``length`` on.
+    """
+    classes = json_text.translate(_JSON_RUN_TABLE)
+    needle = _RUNS.get(length) or b"a" * length
+    if len(classes) < _SHORT_TEXT and b"\\" not in json_text:
+        # One search (it slows down inside long runs, which long texts may have).
+        padded = b" " + classes + b" "
+        return b" " + needle + b" " in padded
+    at = classes.find(needle)  # (the start of a run: any earlier "a" would have matched)
+    while at != -1:
+        end = classes.find(b" ", at + length)
+        if end == -1:
+            end = len(classes)
+        if end - at == length or json_text.find(b"\\", at, end) != -1:
+            return True
+        at = classes.find(needle, end)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
