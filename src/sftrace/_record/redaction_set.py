@@ -443,11 +443,12 @@ class RuleSet:
     set whole; the others enter it by a gate, and their relaxation runs (one RE2 search
     of its own, a small DFA) only when the gate matched:
 
-    - a rule with ``keywords`` (every built-in rule but one): the gate is its keywords
-      (:func:`keywords_pattern`), literals only, so the set's DFA stays small and cached
-      on any text, like Aho-Corasick's;
+    - a built-in rule with keywords and a counted run: the gate is its literals
+      (:func:`keywords_gate`), so the set's DFA stays small and cached on any text,
+      like Aho-Corasick's; built-in rules without counted runs enter whole;
     - a built-in rule with a ``shape`` and no keywords (the AWS secret): no gate in the
-      set; :func:`may_hold_run` checks the text for its run at C speed;
+      set; :func:`may_hold_run` checks the text for its run at C speed (only in a text
+      with both cases of letters, or a ``\\u`` escape: every match holds both);
     - a rule of your own with a :func:`gate`: the gate (the plain run), so a value
       holding a plain run (a git commit id) is still cleared;
     - other rules of your own: their relaxation, whole.
@@ -535,9 +536,10 @@ class RuleSet:
             found = [i for i in found if i not in self._confirm or self._confirm[i](data)]
         if len(found) > 1:
             return ANY if max(found) > self._builtin else BUILTIN
-        for length, search in self._shapes:
-            if may_hold_run(data, length) and search(data):
-                return BUILTIN
+        if self._shapes and (not (data.islower() or data.isupper()) or b"\\u" in data):
+            for length, search in self._shapes:
+                if may_hold_run(data, length) and search(data):
+                    return BUILTIN
         return CLEAR
 
 
