@@ -141,8 +141,8 @@ def measure_redaction(repeats: int, *, quick: bool) -> dict[str, Any]:
                 "ok": ok,
             }
         )
-    for number, (name, make) in enumerate(FRESH.items(), start=len(rows)):
-        fresh = _fresh_ns_per_kb(make, repeats, values=2000 if quick else 6000)
+    for number, (name, (make, values)) in enumerate(FRESH.items(), start=len(rows)):
+        fresh = _fresh_ns_per_kb(make, repeats, values=values // 3 if quick else values)
         results[name] = fresh
         wall = fresh["wall_ns_per_kb"]
         ok = wall / 1000 <= TARGET_US_PER_KB
@@ -173,13 +173,29 @@ def _fresh_hashes(rng: random.Random) -> dict[str, Any]:
     return {"hashes": [f"{rng.getrandbits(256):064x}" for _ in range(20)]}
 
 
-FRESH: dict[str, Callable[[random.Random], dict[str, Any]]] = {
-    "eight 60-char ids, new every call": _fresh_ids,
-    "twenty sha256 ids, new every call": _fresh_hashes,
+def _fresh_prose(rng: random.Random) -> dict[str, Any]:
+    return {"text": _prose(rng, 4096)}
+
+
+def _fresh_image(rng: random.Random) -> dict[str, Any]:
+    return {"image": base64.b64encode(rng.randbytes(12 * 1024)).decode()}
+
+
+def _fresh_document(rng: random.Random) -> dict[str, Any]:
+    return _document(rng, 64 << 10)
+
+
+FRESH: dict[str, tuple[Callable[[random.Random], dict[str, Any]], int]] = {
+    "eight 60-char ids, new every call": (_fresh_ids, 6000),
+    "twenty sha256 ids, new every call": (_fresh_hashes, 6000),
+    "4 KB of prose, new every call": (_fresh_prose, 1500),
+    "16 KB base64 image, new every call": (_fresh_image, 600),
+    "64 KB JSON document, new every call": (_fresh_document, 100),
 }
-"""The small shapes again, but a new value every call, as real ids and hashes are: the
-rows above repeat one text, so RE2's DFA meets its states once; here it keeps meeting new
-ones (a fresh `Redactor` each round, so its DFA starts cold, as in a new process)."""
+"""The shapes again, but a new value every call, as real ids, hashes, prose and images
+are (with how many values a round): the rows above repeat one text, so RE2's DFA meets
+its states once; here it keeps meeting new ones (a fresh `Redactor` each round, so its DFA
+starts cold, as in a new process)."""
 
 
 def _fresh_ns_per_kb(

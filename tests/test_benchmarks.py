@@ -65,7 +65,7 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
         "otlp_spans_per_s",
         "memory_growth_mb",
         "load_memory_ratio",
-        *(f"redaction_us_per_kb_{shape}" for shape in range(8)),
+        *(f"redaction_us_per_kb_{shape}" for shape in range(11)),
     }
     assert expected_checks <= report["checks"].keys()
     assert "wall/call" in result.stdout
