@@ -19,7 +19,7 @@ and the replay matches exactly as before.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from sftrace._model.calls import Call
 
@@ -36,6 +36,7 @@ class Concurrency:
         self._parents = span_parents
         self._chains: dict[int, tuple[str, ...]] = {}
         self._times: dict[str, tuple[int, int]] | None = None
+        self._ends: _EarliestEnd | None = None  # built on first use
         # The replay's spans: span id -> its parent's, and -> the recorded call its call
         # took; ``taken.index``: the recorded call this thread's last decision took.
         self._replay_parents: dict[int, int | None] = {}
@@ -64,30 +65,57 @@ class Concurrency:
             hops += 1
         return None
 
-    def first_takeable(
-        self,
-        start: int,
-        used: list[bool],
-        enclosing: int | None,
-        same: Callable[[Call], bool],
-        matches: Callable[[Call], bool],
-    ) -> tuple[int | None, list[int]]:
-        """The first unused call from ``start`` on, made inside the recorded call
-        ``enclosing``, for which ``same`` (its identity) and ``matches`` (its input) hold
-        and that no unused call before it was made before (None: none); and the calls
-        for which all but ``matches`` hold (what a reached call could have been)."""
-        pending: list[int] = []
-        could: list[int] = []
-        for index in range(start, len(self.calls)):
-            if used[index]:
-                continue
-            call = self.calls[index]
-            if self.outer[index] == enclosing and same(call) and self.may_take(index, pending):
-                if matches(call):
-                    return index, could
-                could.append(index)
-            pending.append(index)
-        return None, could
+    def take(
+        self, start: int, used: list[bool], enclosing: int | None, candidates: Iterable[int]
+    ) -> int | None:
+        """The first of ``candidates`` (indexes in recorded order: the calls whose identity
+        and input match) from ``start`` on that is unused, made inside the recorded call
+        ``enclosing``, and that no unused call before it was made before (None: none)."""
+        for index in candidates:
+            if (
+                index >= start
+                and not used[index]
+                and self.outer[index] == enclosing
+                and self.may_take(index, start, used)
+            ):
+                return index
+        return None
+
+    def could_be(
+        self, start: int, used: list[bool], enclosing: int | None, same: Callable[[Call], bool]
+    ) -> list[int]:
+        """The unused calls from ``start`` on, made inside ``enclosing``, for which ``same``
+        (the identity of a reached call) holds and that may be taken: what a reached call
+        that matched none could have been (for its report)."""
+        return [
+            index
+            for index in range(start, len(self.calls))
+            if not used[index]
+            and self.outer[index] == enclosing
+            and same(self.calls[index])
+            and self.may_take(index, start, used)
+        ]
+
+    def use(self, index: int) -> None:
+        """Note that the recorded call ``index`` was used (it no longer holds others back)."""
+        if self._ends is not None:
+            self._ends.clear(index)
+
+    def may_take(self, j: int, start: int, used: list[bool]) -> bool:
+        """Whether call ``j`` may be taken while the unused calls from ``start`` to ``j``
+        are not: none of them was made before ``j`` could start. Only a call that ended
+        before ``j`` started can have been (the enclosing calls of ``j`` are used), so the
+        earliest end among them usually answers at once."""
+        begins = self.calls[j].start_time_ns
+        if self._ends is None:
+            self._ends = _EarliestEnd([call.end_time_ns for call in self.calls], used)
+        if self._ends.earliest(start, j) > begins:
+            return True
+        return not any(
+            self.before(i, j)
+            for i in range(start, j)
+            if not used[i] and self.calls[i].end_time_ns <= begins
+        )
 
     def _chain(self, index: int) -> tuple[str, ...]:
         """The span ids from the root span down to call ``index``'s own."""
@@ -126,10 +154,51 @@ class Concurrency:
         times = self._branch_times()
         return times[first[depth]][1] <= times[second[depth]][0]
 
-    def may_take(self, j: int, pending: list[int]) -> bool:
-        """Whether call ``j`` may be taken while the calls ``pending`` (unused, recorded
-        before ``j``) are not: none of them was made before ``j`` could start."""
-        return not any(self.before(i, j) for i in pending)
+
+class _EarliestEnd:
+    """The earliest end time among the unused calls of a range of indexes, in O(log n):
+    a segment tree of the calls' end times, a used call's left out."""
+
+    def __init__(self, ends: list[int], used: list[bool]) -> None:
+        size = 1
+        while size < len(ends):
+            size *= 2
+        self._size = size
+        tree = [_NEVER] * (2 * size)
+        for index, end in enumerate(ends):
+            tree[size + index] = _NEVER if used[index] else end
+        for node in range(size - 1, 0, -1):
+            tree[node] = min(tree[2 * node], tree[2 * node + 1])
+        self._tree = tree
+
+    def clear(self, index: int) -> None:
+        node = self._size + index
+        tree = self._tree
+        tree[node] = _NEVER
+        node //= 2
+        while node:
+            tree[node] = min(tree[2 * node], tree[2 * node + 1])
+            node //= 2
+
+    def earliest(self, low: int, high: int) -> int:
+        """The earliest end among indexes ``low`` to ``high - 1``."""
+        tree = self._tree
+        found = _NEVER
+        low += self._size
+        high += self._size
+        while low < high:
+            if low & 1:
+                found = min(found, tree[low])
+                low += 1
+            if high & 1:
+                high -= 1
+                found = min(found, tree[high])
+            low //= 2
+            high //= 2
+        return found
+
+
+_NEVER = 1 << 126  # later than any end time
 
 
 def outer_calls(count: int, inner: dict[int, list[int]]) -> list[int | None]:

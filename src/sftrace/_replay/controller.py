@@ -204,7 +204,7 @@ class ReplayController:
                 return Decision(Action.EXECUTE)
             self._diverge(exc)
             return Decision(Action.RAISE, error=exc)
-        self._used[index] = True
+        self._use(index)
         if self.concurrency is not None:
             self.concurrency.taken.index = index
         recorded = self.calls[index]
@@ -232,7 +232,7 @@ class ReplayController:
         while pending:
             inner = pending.pop()
             if not self._used[inner]:
-                self._used[inner] = True
+                self._use(inner)
                 self.covered.append(self.calls[inner])
             pending.extend(self._inner.get(inner, ()))
 
@@ -259,7 +259,7 @@ class ReplayController:
             if index < len(self.calls) and not self._used[index]:
                 recorded = self.calls[index]
                 if call_identity(recorded) == call_identity(reached):
-                    self._used[index] = True
+                    self._use(index)
                     if self.match is MatchMode.STRICT:
                         self._next += 1
                     self.note_matched(number, recorded, Action.EXECUTE.value)
@@ -318,32 +318,40 @@ class ReplayController:
         self, reached: Reached, reached_input: _Parsed, parent_span_id: int | None
     ) -> tuple[tuple[int, MatchTier] | None, list[int]]:
         """Strict matching for a recording with concurrent calls (see ``concurrency``), at
-        each tier in turn: the call taken and its tier (None: none), and the calls of
-        ``reached``'s identity it could have been."""
+        each tier in turn: the call taken and its tier (None: none), and, when none, the
+        calls of ``reached``'s identity it could have been. The calls whose input matches
+        are looked up by their key, as unordered matching does, so a replay reaching
+        thousands of concurrent calls in another order stays linear."""
         concurrency = self.concurrency
         assert concurrency is not None
         enclosing = concurrency.enclosing(parent_span_id)
         identity = call_identity(reached)
-        could: list[int] = []
+        for tier in self.tiers:
+            if tier == "exact":
+                key = reached.input_json
+            else:
+                key = self._key(tier, identity, reached_input.value, reached.input_json)
+            queue = self._index(tier).get((identity, key))
+            if not queue:
+                continue
+            while queue and self._used[queue[0]]:
+                queue.popleft()  # (used: never a candidate again)
+            index = concurrency.take(self._next, self._used, enclosing, queue)
+            if index is not None:
+                if index != self._next:
+                    self.reordered += 1
+                return (index, tier), []
 
         def same(call: Call) -> bool:
             return call_identity(call) == identity
 
-        for tier in self.tiers:
+        return None, concurrency.could_be(self._next, self._used, enclosing, same)
 
-            def matches(call: Call, tier: MatchTier = tier) -> bool:
-                return self._matches_at(tier, call, reached, reached_input)
-
-            index, could = concurrency.first_takeable(
-                self._next, self._used, enclosing, same, matches
-            )
-            if index is not None:
-                if index == self._next:
-                    self._next += 1
-                else:
-                    self.reordered += 1
-                return (index, tier), could
-        return None, could
+    def _use(self, index: int) -> None:
+        """Mark recorded call ``index`` as used."""
+        self._used[index] = True
+        if self.concurrency is not None:
+            self.concurrency.use(index)
 
     def _find(
         self, number: int, reached: Reached, parent_span_id: int | None = None
