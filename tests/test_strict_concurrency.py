@@ -71,6 +71,19 @@ def test_calls_inside_concurrent_calls_get_their_own_answer(
         assert recorded_of[str(call.parent_span_id)].output == call.output * 10
 
 
+@pytest.mark.parametrize("order", ORDERS)
+def test_calls_inside_concurrent_calls_compare_with_their_own_recorded_call(
+    prices: Path, order: tuple[str, ...]
+) -> None:
+    """The four stock calls have the same input and different outputs: the comparison
+    pairs each with the recorded call it was answered from, not by position."""
+    agent.recording()
+    agent.STOCK_ORDER = order
+    result, report = sftrace.replay_and_compare(prices, agent.run_prices)
+    assert result.status == "completed", result.divergence
+    assert report.verdict == "pass", report.format()
+
+
 def test_a_changed_input_among_concurrent_calls_diverges_naming_the_nearest(
     quotes: Path,
 ) -> None:

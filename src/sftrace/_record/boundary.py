@@ -129,7 +129,7 @@ class BoundaryCall:
             # Decided before the span starts: a recorded call with the same input text
             # lends the span the digest its line stores of that text.
             self.decision = decision = replay.decide(
-                Reached(spec.kind, spec.name, spec.provider, input_json)
+                Reached(spec.kind, spec.name, spec.provider, input_json), seq=seq
             )
             recorded = decision.recorded
             if recorded is not None:

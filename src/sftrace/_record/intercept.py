@@ -113,8 +113,9 @@ class Interceptor(Protocol):
     @property
     def reached_count(self) -> int: ...
 
-    def decide(self, reached: Reached) -> Decision:
-        """Match ``reached`` against the recording and say what the boundary does."""
+    def decide(self, reached: Reached, *, seq: int | None = None) -> Decision:
+        """Match ``reached`` against the recording and say what the boundary does;
+        ``seq``: the replayed call's own sequence number."""
         ...
 
     def diverge(self, error: ReplayError) -> None:

@@ -30,11 +30,16 @@ def compare_calls(
     relaxed_left = {seq: ignored for _, seq, ignored in cand.tiers.values() if ignored}
     relaxed_right = {seq: tier[2] for seq, tier in cand.tiers.items() if tier[2]}
 
+    # A replay says which recorded call each of its calls was answered from: that pair
+    # aligns, also among calls with the same input (threads reaching them in any order).
+    answered = cand.answered
+    answered_from = set(answered.values())
+
     def key(
-        call: Call, relaxed: dict[int, tuple[JsonPath, ...]]
-    ) -> tuple[str, str, str | None, str]:
+        call: Call, relaxed: dict[int, tuple[JsonPath, ...]], paired: int | None
+    ) -> tuple[str, str, str | None, str, int | None]:
         compared = strip(compared_input(call), (*patterns, *relaxed.get(call.seq, ())))
-        return (call.kind, call.name, call.provider, content_key(compared))
+        return (call.kind, call.name, call.provider, content_key(compared), paired)
 
     def identity(call: Call) -> tuple[str, str, str | None]:
         return (call.kind, call.name, call.provider)
@@ -44,8 +49,8 @@ def compare_calls(
     left_positions = [i for i, call in enumerate(base.calls) if call.seq not in cand.covered]
     left, right = [base.calls[i] for i in left_positions], cand.calls
     alignment = align_calls(
-        [key(call, relaxed_left) for call in left],
-        [key(call, relaxed_right) for call in right],
+        [key(c, relaxed_left, c.seq if c.seq in answered_from else None) for c in left],
+        [key(c, relaxed_right, answered.get(c.seq)) for c in right],
         [identity(call) for call in left],
         # a call that ran live (on_miss="live") pairs with no recorded call
         [

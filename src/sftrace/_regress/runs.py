@@ -72,6 +72,10 @@ class ComparedRun:
     tiers: dict[int, tuple[str, int, tuple[JsonPath, ...]]] = field(default_factory=dict)
     # For a replay with on_miss="live": the seqs of the calls that ran live.
     live: frozenset[int] = frozenset()
+    # For a replay: the seq of each replayed call the replay paired with a recorded call
+    # -> that recorded call's seq (calls are compared with the call they were answered
+    # from, even where several have the same input).
+    answered: dict[int, int] = field(default_factory=dict)
     # A replay that matched calls in any order (match="unordered"): where its calls sit
     # in the sequence is not a finding. A saved replay's manifest says so too.
     order_free: bool = False
@@ -174,7 +178,14 @@ def as_run(value: Any, label: str) -> ComparedRun:
             tiers=_tiers(value),
             refused_after_divergence=refused,
             covered=frozenset(call.seq for call in value.covered),
-            live=frozenset(m.number for m in value.matched if m.action == "live"),
+            live=frozenset(
+                value.replayed_seq(m.number) for m in value.matched if m.action == "live"
+            ),
+            answered={
+                value.replayed_seq(m.number): m.recorded.seq
+                for m in value.matched
+                if m.action != "live"
+            },
             # A strict replay takes calls out of order only where the recording shows
             # them concurrent (and diverges at any other order change).
             order_free=value.options.match is MatchMode.UNORDERED or value.reordered > 0,
@@ -288,7 +299,7 @@ def _tiers(result: ReplayResult) -> dict[int, tuple[str, int, tuple[JsonPath, ..
                 ignored = result.options.ignored_paths(
                     recorded.kind, recorded.name, recorded.provider
                 )
-            tiers[matched.number] = (matched.tier, recorded.seq, ignored)
+            tiers[result.replayed_seq(matched.number)] = (matched.tier, recorded.seq, ignored)
     return tiers
 
 

@@ -105,6 +105,8 @@ class ReplayController:
             else None
         )
         self.reordered = 0  # calls a strict replay took before earlier concurrent ones
+        # The reached number -> the replayed call's seq, where the two differ.
+        self.replayed_seqs: dict[int, int] = {}
 
     def _index(self, tier: MatchTier) -> dict[tuple[Identity, str], deque[int]]:
         """The recorded calls by their key at ``tier`` (used ones are skipped on lookup)."""
@@ -163,10 +165,13 @@ class ReplayController:
         *,
         policy_hint: ReplayPolicy | None = None,
         parent_span_id: int | None = None,
+        seq: int | None = None,
     ) -> Decision:
         """What to do with ``reached``, a call whose span is about to start under the span
         ``parent_span_id`` (by default the current span: a boundary decides before it
-        starts its span)."""
+        starts its span). ``seq``: the replayed call's own sequence number, when it is
+        not the number this decision gives it (threads reaching calls between taking
+        their number and being decided): see ``replayed_seqs``."""
         if self.concurrency is not None and parent_span_id is None:
             context = trace.get_current_span().get_span_context()
             parent_span_id = context.span_id if context.is_valid else None
@@ -174,7 +179,10 @@ class ReplayController:
             with self.lock:
                 if self.concurrency is not None:
                     self.concurrency.taken.index = None
-                return self._decide(reached, parent_span_id)
+                decision = self._decide(reached, parent_span_id)
+                if seq is not None and seq != self.reached_count:
+                    self.replayed_seqs[self.reached_count] = seq
+                return decision
         except BundleError as exc:
             # A recorded value read for the first time here is malformed (a damaged
             # bundle): the call reached raises it, naming the file, line and span.

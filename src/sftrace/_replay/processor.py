@@ -67,7 +67,10 @@ class ReplaySpanProcessor(SpanProcessor):
                     # Not a boundary's span: decided all the same, so it counts as a
                     # reached call, though nothing acts on the decision.
                     reached = Reached.from_attributes(attributes)
-                    controller.decide(reached, parent_span_id=parent)
+                    seq = attributes.get(A.SEQ)
+                    controller.decide(
+                        reached, parent_span_id=parent, seq=seq if isinstance(seq, int) else None
+                    )
                     decided = True
             if controller.concurrency is not None:  # where each call sits (see controller)
                 controller.note_span(context.span_id, parent, decided=decided)

@@ -67,7 +67,14 @@ class ReplayResult:
     # For a fork (``sftrace.fork``): the ``number`` of the matched call at the fork point;
     # None for a replay, or a fork whose run never reached its fork point.
     fork_number: int | None = None
+    # A reached call's ``number`` -> the ``seq`` of the replayed call, where they differ
+    # (threads may take their seqs in one order and reach the replay in another).
+    replayed_seqs: dict[int, int] = field(default_factory=dict, repr=False)
     _calls: list[Call] | None = field(default=None, repr=False)
+
+    def replayed_seq(self, number: int) -> int:
+        """The ``seq`` of the replayed call that reached call ``number`` (MatchedCall's)."""
+        return self.replayed_seqs.get(number, number)
 
     @property
     def calls(self) -> list[Call]:
@@ -225,6 +232,7 @@ def _result(
         options=session.options,
         covered=session.covered,
         reordered=session.controller.reordered,
+        replayed_seqs=session.controller.replayed_seqs,
     )
 
 
