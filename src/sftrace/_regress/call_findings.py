@@ -41,21 +41,23 @@ def compare_calls(
         compared = strip(compared_input(call), (*patterns, *relaxed.get(call.seq, ())))
         return (call.kind, call.name, call.provider, content_key(compared), paired)
 
-    def identity(call: Call) -> tuple[str, str, str | None]:
-        return (call.kind, call.name, call.provider)
+    def identity(call: Call, paired: int | None) -> tuple[str, str, str | None, int | None]:
+        return (call.kind, call.name, call.provider, paired)
 
     # Calls recorded inside a call the replay answered from the recording were not run,
     # so they are left out (their positions still count from the whole run).
     left_positions = [i for i, call in enumerate(base.calls) if call.seq not in cand.covered]
     left, right = [base.calls[i] for i in left_positions], cand.calls
+    left_paired = [c.seq if c.seq in answered_from else None for c in left]
+    right_paired = [answered.get(c.seq) for c in right]
     alignment = align_calls(
-        [key(c, relaxed_left, c.seq if c.seq in answered_from else None) for c in left],
-        [key(c, relaxed_right, answered.get(c.seq)) for c in right],
-        [identity(call) for call in left],
+        [key(c, relaxed_left, paired) for c, paired in zip(left, left_paired, strict=True)],
+        [key(c, relaxed_right, paired) for c, paired in zip(right, right_paired, strict=True)],
+        [identity(c, paired) for c, paired in zip(left, left_paired, strict=True)],
         # a call that ran live (on_miss="live") pairs with no recorded call
         [
-            ("live", str(k), None) if call.seq in cand.live else identity(call)
-            for k, call in enumerate(right)
+            ("live", str(k), None, None) if c.seq in cand.live else identity(c, paired)
+            for k, (c, paired) in enumerate(zip(right, right_paired, strict=True))
         ],
     )
     # After a divergence that ended the run, the recorded calls not reached before it are

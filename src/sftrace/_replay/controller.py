@@ -23,14 +23,14 @@ from sftrace._errors import (
 )
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, inner_calls
-from sftrace._model.jsondiff import differences, format_differences
+from sftrace._model.jsondiff import differences
 from sftrace._model.jsonpath import strip
 from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
-from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.intercept import ANSWERED, Action, Decision, Reached
 from sftrace._replay.concurrency import concurrency_of
+from sftrace._replay.mismatch import exhausted_error, mismatch_error, nearest_of
 from sftrace._replay.options import MatchTier, ReplayOptions
 from sftrace._replay.policy import policy_decision
 
@@ -403,7 +403,7 @@ class ReplayController:
                         break
         if found is None:
             if could:  # show the nearest of the calls the agent could have been making
-                recorded = self._nearest_of([self.calls[i] for i in could], reached)
+                recorded = nearest_of([self.calls[i] for i in could], reached)
             raise self._mismatch(number, reached, recorded, unordered=False)
         self._next += 1
         return self._next - 1, found
@@ -419,84 +419,30 @@ class ReplayController:
                     return call
         return None
 
-    def _nearest_of(self, same: list[Call], reached: Reached) -> Call:
-        """Of ``same`` (calls of ``reached``'s identity), the one whose input differs least."""
-        reached_input = loads(reached.input_json)
-        return min(same, key=lambda c: len(differences(c.input, reached_input)))
-
     def _nearest(self, reached: Reached) -> Call | None:
         unused = [c for c, used in zip(self.calls, self._used, strict=True) if not used]
         same = [c for c in unused if call_identity(c) == call_identity(reached)]
         if same:
-            return self._nearest_of(same, reached)
+            return nearest_of(same, reached)
         same_kind = [c for c in unused if c.kind == reached.kind]
         candidates = same_kind or unused
         return candidates[0] if candidates else None
 
     def _exhausted(self, number: int, reached: Reached) -> ReplayExhaustedError:
-        count = len(self.calls)
-        return ReplayExhaustedError(
-            f"replay exhausted at call {number}: reached {reached.label} with input "
-            f"{shorten(reached.input_json, 200)}, but {'the' if count == 1 else 'all'} "
-            f"{pluralize(count, 'recorded call')} {were(count)} already used; the agent makes "
-            f"more calls than the recorded run did",
-            call_number=number,
-            reached=reached.describe(),
-        )
+        return exhausted_error(number, reached, len(self.calls))
 
     def _mismatch(
         self, number: int, reached: Reached, recorded: Call | None, *, unordered: bool
     ) -> ReplayMismatchError:
-        diffs: list[tuple[str, Any, Any]] = []
-        lines: list[str] = []
-        if unordered:
-            lines.append(
-                f"replay diverged at call {number}: reached {reached.label}, and no unused "
-                f"recorded call has the same kind, name and input"
-            )
-        elif recorded is not None and call_identity(recorded) == call_identity(reached):
-            lines.append(
-                f"replay diverged at call {number}: reached {reached.label} with a different "
-                f"input than recorded"
-            )
-        else:
-            recorded_label = recorded.label if recorded is not None else "nothing"
-            lines.append(
-                f"replay diverged at call {number}: reached {reached.label}, but the recording "
-                f"has {recorded_label} at this position"
-            )
-        reached_input = loads(reached.input_json)
-        if recorded is not None:
-            diffs = differences(recorded.input, reached_input)
-            where = "nearest unused recorded call" if unordered else "recorded"
-            shown = shorten(recorded.input_json, 200)
-            lines.append(f"  {where}: call {recorded.seq}: {recorded.label} {shown}")
-        lines.append(f"  reached:  {reached.label} {shorten(reached.input_json, 200)}")
-        if diffs and recorded is not None and call_identity(recorded) == call_identity(reached):
-            lines.append("  input differs at:")
-            lines.append(format_differences(diffs, left="recorded", right="reached"))
-        later = None if unordered else self._later_match(reached)
-        if later is not None and self.concurrency is None:
-            lines.append(
-                f"  the recording makes this call later, as call {later.seq}: calls made "
-                f"concurrently (threads, asyncio tasks) can change order from run to run; "
-                f"match='unordered' (CLI: --match unordered) matches each call by kind, name "
-                f"and input instead of position"
-            )
-        elif later is not None:
-            lines.append(
-                f"  the recording makes this call later, as call {later.seq}, and shows it "
-                f"made after the calls before it had ended (not concurrently with them), so "
-                f"a strict replay keeps that order; if this agent's order may vary from run "
-                f"to run, match='unordered' (CLI: --match unordered) matches each call by "
-                f"kind, name and input instead of position"
-            )
-        return ReplayMismatchError(
-            "\n".join(lines),
-            call_number=number,
-            recorded=recorded.describe() if recorded is not None else None,
-            reached=reached.describe(),
-            differences=diffs,
+        return mismatch_error(
+            number,
+            reached,
+            recorded,
+            unordered=unordered,
+            same_identity=recorded is not None
+            and call_identity(recorded) == call_identity(reached),
+            later=None if unordered else self._later_match(reached),
+            concurrent=self.concurrency is not None,
         )
 
     def _apply_policy(self, number: int, recorded: Call, reached: Reached) -> Decision:

@@ -1,0 +1,100 @@
+"""The errors a replay raises where a reached call matches no recorded one: what was
+recorded, what was reached, where the inputs differ, and what to do about it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sftrace._errors import ReplayExhaustedError, ReplayMismatchError
+from sftrace._model.calls import Call
+from sftrace._model.jsondiff import differences, format_differences
+from sftrace._model.serialize import loads
+from sftrace._model.text import pluralize, shorten, were
+from sftrace._record.intercept import Reached
+
+
+def nearest_of(same: list[Call], reached: Reached) -> Call:
+    """Of ``same`` (calls of ``reached``'s identity), the one whose input differs least."""
+    reached_input = loads(reached.input_json)
+    return min(same, key=lambda c: len(differences(c.input, reached_input)))
+
+
+def exhausted_error(number: int, reached: Reached, count: int) -> ReplayExhaustedError:
+    """Reached call ``number`` finds all ``count`` recorded calls used."""
+    return ReplayExhaustedError(
+        f"replay exhausted at call {number}: reached {reached.label} with input "
+        f"{shorten(reached.input_json, 200)}, but {'the' if count == 1 else 'all'} "
+        f"{pluralize(count, 'recorded call')} {were(count)} already used; the agent makes "
+        f"more calls than the recorded run did",
+        call_number=number,
+        reached=reached.describe(),
+    )
+
+
+def mismatch_error(
+    number: int,
+    reached: Reached,
+    recorded: Call | None,
+    *,
+    unordered: bool,
+    same_identity: bool,
+    later: Call | None,
+    concurrent: bool,
+) -> ReplayMismatchError:
+    """Reached call ``number`` does not match ``recorded`` (the call at its position, or
+    the nearest unused one when ``unordered``); ``same_identity``: the two have the same
+    kind, name and provider; ``later``: an unused recorded call after the position that
+    it matches; ``concurrent``: the recording has calls made concurrently."""
+    diffs: list[tuple[str, Any, Any]] = []
+    lines: list[str] = []
+    if unordered:
+        lines.append(
+            f"replay diverged at call {number}: reached {reached.label}, and no unused "
+            f"recorded call has the same kind, name and input"
+        )
+    elif recorded is not None and same_identity:
+        lines.append(
+            f"replay diverged at call {number}: reached {reached.label} with a different "
+            f"input than recorded"
+        )
+    else:
+        recorded_label = recorded.label if recorded is not None else "nothing"
+        lines.append(
+            f"replay diverged at call {number}: reached {reached.label}, but the recording "
+            f"has {recorded_label} at this position"
+        )
+    reached_input = loads(reached.input_json)
+    if recorded is not None:
+        diffs = differences(recorded.input, reached_input)
+        where = "nearest unused recorded call" if unordered else "recorded"
+        shown = shorten(recorded.input_json, 200)
+        lines.append(f"  {where}: call {recorded.seq}: {recorded.label} {shown}")
+    lines.append(f"  reached:  {reached.label} {shorten(reached.input_json, 200)}")
+    if diffs and recorded is not None and same_identity:
+        lines.append("  input differs at:")
+        lines.append(format_differences(diffs, left="recorded", right="reached"))
+    if later is not None and not concurrent:
+        lines.append(
+            f"  the recording makes this call later, as call {later.seq}: calls made "
+            f"concurrently (threads, asyncio tasks) can change order from run to run; "
+            f"match='unordered' (CLI: --match unordered) matches each call by kind, name "
+            f"and input instead of position"
+        )
+    elif later is not None:
+        lines.append(
+            f"  the recording makes this call later, as call {later.seq}, and shows it "
+            f"made after the calls before it had ended (not concurrently with them), so "
+            f"a strict replay keeps that order; if this agent's order may vary from run "
+            f"to run, match='unordered' (CLI: --match unordered) matches each call by "
+            f"kind, name and input instead of position"
+        )
+    return ReplayMismatchError(
+        "\n".join(lines),
+        call_number=number,
+        recorded=recorded.describe() if recorded is not None else None,
+        reached=reached.describe(),
+        differences=diffs,
+    )
+
+
+__all__ = ["exhausted_error", "mismatch_error", "nearest_of"]
