@@ -84,6 +84,34 @@ def test_calls_inside_concurrent_calls_compare_with_their_own_recorded_call(
     assert report.verdict == "pass", report.format()
 
 
+def test_pool_work_recorded_one_after_another_still_comes_in_any_order(tmp_path: Path) -> None:
+    """The recording's pool tasks ran one after another (each waited for the one before),
+    so their times show an order; they were handed to the pool, so it was the
+    scheduler's, and a replay reaching them in another order reproduces."""
+    agent.reset()
+    agent.ORDER = ("A", "B", "C", "D")
+    path = tmp_path / "one-by-one.sftrace"
+    with sftrace.record("one-by-one", output=path, run_input="t") as session:
+        session.set_output(agent.run_quotes("t"))
+    calls = sftrace.load_bundle(path).calls
+    quotes = [c for c in calls if c.name == "quote"]
+    assert all(a.end_time_ns <= b.start_time_ns for a, b in zip(quotes, quotes[1:]))
+    handed = [c.name for c in calls if c.attributes.get("sftrace.handed_off") is True]
+    assert handed == ["quote"] * 4  # not plan, check or the LLM call, made by the agent
+    for order in ORDERS[1:]:
+        agent.ORDER = order
+        result, report = sftrace.replay_and_compare(path, agent.run_quotes)
+        assert result.status == "completed", result.divergence
+        assert report.verdict == "pass", report.format()
+    agent.reset()
+
+
+def test_calls_inside_handed_off_calls_are_not_handed_off(prices: Path) -> None:
+    calls = sftrace.load_bundle(prices).calls
+    handed = {c.name for c in calls if c.attributes.get("sftrace.handed_off") is True}
+    assert handed == {"price"}  # stock runs inside price, on price's thread
+
+
 def test_a_changed_input_among_concurrent_calls_diverges_naming_the_nearest(
     quotes: Path,
 ) -> None:

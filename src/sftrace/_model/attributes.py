@@ -64,6 +64,9 @@ OUTPUT_SHA256: Final = "sftrace.output.sha256"
 # In bundle lines (format version 2) instead of the two above: the first 16 hex digits of
 # each digest, input's then output's (see _model/stored.py).
 DIGESTS: Final = "sftrace.digests"
+# True on a call made directly in work handed to another thread (a ThreadPoolExecutor's
+# submitted function, a Thread's run): its order among such calls is the scheduler's.
+HANDED_OFF: Final = "sftrace.handed_off"
 # Instead of OUTPUT when the result could not become JSON: why (redacted).
 OUTPUT_UNRECORDED: Final = "sftrace.output.unrecorded"
 REPLAY_POLICY: Final = "sftrace.replay_policy"

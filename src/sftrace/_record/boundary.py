@@ -28,6 +28,7 @@ from sftrace._model.stored import value_digest
 from sftrace._record.failure import failure_details
 from sftrace._record.intercept import HANDOFF, RUNS_BODY, Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, own_span_context, record_failure
+from sftrace._record.threads import handed_off
 from sftrace._record.unrecorded import unrecorded_error, unrecorded_reason
 
 T = TypeVar("T")
@@ -146,6 +147,8 @@ class BoundaryCall:
             run.note_redactions(seq, self.redactions)
         if spec.kind == A.KIND_TOOL:
             attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = input_json
+        if handed_off():
+            attributes[A.HANDED_OFF] = True
         if replay is None:
             self.span = self._start_span(attributes, start_time)
         else:

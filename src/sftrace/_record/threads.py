@@ -28,12 +28,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.context import Context
 
 from sftrace._internal import logger
 
 # The key under which the run being recorded or replayed sits in the OpenTelemetry context.
 RUN_KEY = otel_context.create_key("sftrace.run")
+# In work handed to another thread: the id of the span current where it was handed off
+# (a call made directly under that span in the work is a handed-off call, see
+# ``handed_off``; the calls made inside that call are not).
+HANDOFF_KEY = otel_context.create_key("sftrace.handoff")
 
 _lock = threading.Lock()
 _enabled = False
@@ -43,9 +48,20 @@ _warned = False
 
 
 def _context_with_run() -> Context | None:
-    """The current OpenTelemetry context when it holds a run, else None."""
+    """The current OpenTelemetry context when it holds a run, else None; marked as
+    handed off to another thread (``HANDOFF_KEY``)."""
     context = otel_context.get_current()
-    return context if context.get(RUN_KEY) is not None else None
+    if context.get(RUN_KEY) is None:
+        return None
+    span_id = trace.get_current_span(context).get_span_context().span_id
+    return otel_context.set_value(HANDOFF_KEY, span_id, context)
+
+
+def handed_off() -> bool:
+    """Whether a call starting now, under the current span, is made directly in work
+    handed to another thread (its order among such calls is the scheduler's)."""
+    handoff = otel_context.get_value(HANDOFF_KEY)
+    return handoff is not None and (handoff == trace.get_current_span().get_span_context().span_id)
 
 
 def _bind(context: Context, func: Callable[..., Any]) -> Callable[..., Any]:

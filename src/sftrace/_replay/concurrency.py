@@ -11,9 +11,13 @@ enclosing both, the branch holding ``i`` ended before the branch holding ``j`` s
 A branch's time is that of the calls in it (its first start to its last end), so two
 tasks of a thread pool, each calling ``price`` and then ``stock`` inside it, are
 concurrent branches as soon as the tasks overlapped, whatever the timing of the calls
-inside them. Everything else keeps the recorded order. A recording whose calls never
-overlapped (a sequential agent) has no such freedom: :func:`concurrency_of` gives None
-and the replay matches exactly as before.
+inside them. Two calls made directly in work handed to other threads (a thread pool's
+submitted functions, ``Thread`` targets: recorded with ``sftrace.handed_off``) under the
+same span have no order either, even when the recording shows one ending before the
+other started: that order was the scheduler's. Everything else keeps the recorded order.
+A recording whose calls never overlapped and were not handed to threads (a sequential
+agent) has no such freedom: :func:`concurrency_of` gives None and the replay matches
+exactly as before.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
+from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 
 
@@ -29,9 +34,14 @@ class Concurrency:
     calls a replay of it reaches sit. Its caller holds the replay's lock."""
 
     def __init__(
-        self, calls: list[Call], span_parents: dict[str, str | None], outer: list[int | None]
+        self,
+        calls: list[Call],
+        span_parents: dict[str, str | None],
+        outer: list[int | None],
+        handed_off: frozenset[str] = frozenset(),
     ) -> None:
         self.calls = calls
+        self._handed_off = handed_off  # span ids of calls made in work handed to a thread
         self.outer = outer  # the index of the call each call is made inside (None: none)
         self._parents = span_parents
         self._chains: dict[int, tuple[str, ...]] = {}
@@ -151,6 +161,8 @@ class Concurrency:
             return True
         if depth == len(second):  # j encloses i: j comes first
             return False
+        if first[depth] in self._handed_off and second[depth] in self._handed_off:
+            return False  # two calls handed to threads: the scheduler's order, not the agent's
         times = self._branch_times()
         return times[first[depth]][1] <= times[second[depth]][0]
 
@@ -214,7 +226,8 @@ def concurrency_of(
     calls: list[Call], span_parents: dict[str, str | None], inner: dict[int, list[int]]
 ) -> Concurrency | None:
     """The recording's concurrency, or None when no two of its calls overlapped in time
-    other than a call and the calls inside it (a sequential recording)."""
+    other than a call and the calls inside it, and none was handed to a thread (a
+    sequential recording)."""
     outer = outer_calls(len(calls), inner)
     open_calls: list[int] = []  # calls still running when the next one started
     overlapped = False
@@ -226,9 +239,14 @@ def concurrency_of(
             overlapped = True
             break
         open_calls.append(index)
-    if not overlapped:
+    handed_off = frozenset(
+        call.span_id
+        for call in calls
+        if call.may_have(A.HANDED_OFF) and call.attributes.get(A.HANDED_OFF) is True
+    )
+    if not overlapped and not handed_off:
         return None
-    return Concurrency(calls, span_parents, outer)
+    return Concurrency(calls, span_parents, outer, handed_off)
 
 
 __all__ = ["Concurrency", "concurrency_of", "outer_calls"]
