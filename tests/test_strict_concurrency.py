@@ -6,6 +6,7 @@ call."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ def test_pool_work_recorded_one_after_another_still_comes_in_any_order(tmp_path:
         session.set_output(agent.run_quotes("t"))
     calls = sftrace.load_bundle(path).calls
     quotes = [c for c in calls if c.name == "quote"]
-    assert all(a.end_time_ns <= b.start_time_ns for a, b in zip(quotes, quotes[1:]))
+    assert all(a.end_time_ns <= b.start_time_ns for a, b in itertools.pairwise(quotes))
     handed = [c.name for c in calls if c.attributes.get("sftrace.handed_off") is True]
     assert handed == ["quote"] * 4  # not plan, check or the LLM call, made by the agent
     for order in ORDERS[1:]:

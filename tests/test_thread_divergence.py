@@ -15,16 +15,21 @@ import sftrace
 import thread_order_agent as agent
 from sftrace._cli import replay as replay_cli
 from sftrace._cli.main import cli
+from sftrace._record import boundary
 
 replay_cli.register(cli)
 
 
 @pytest.fixture
-def bundle(tmp_path: Path) -> Iterator[Path]:
+def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path / "threads.sftrace"
     agent.ORDER = ("a", "b", "c")
-    with sftrace.record("threads", output=path, run_input="t") as session:
-        session.set_output(agent.run("t"))
+    # Recorded without sftrace.handed_off (as before it existed): the pool's calls, run
+    # one after another, then look sequential, and a strict replay keeps their order.
+    with monkeypatch.context() as patched:
+        patched.setattr(boundary, "handed_off", lambda: False)
+        with sftrace.record("threads", output=path, run_input="t") as session:
+            session.set_output(agent.run("t"))
     # The replay reaches c (call 1, recorded a: the divergence), then b (call 2, compared
     # with a again: a follow-on mismatch), then a; the entrypoint, waiting on a then b,
     # raises b's follow-on mismatch.
