@@ -219,6 +219,22 @@ def test_unordered_mismatch_names_nearest_unused_call(tmp_path: Path) -> None:
     assert caught.value.differences == [("$.destination", "Lisbon", "Porto")]
 
 
+def test_nearest_unused_call_among_equally_different_ones_is_the_most_alike(
+    tmp_path: Path,
+) -> None:
+    """Two unused calls differ from the reached one in one path each: the error names the
+    one whose value is nearly the reached one, not the first recorded."""
+    bundle = recorded(
+        tmp_path / "t.sftrace",
+        lambda: [agents.search_flights(d) for d in ("Oslo", "Lisbon-2026", "Bergen")],
+    )
+    with replay(bundle, match="unordered"), pytest.raises(ReplayMismatchError) as caught:
+        agents.search_flights("Lisbon-2027")
+    message = str(caught.value)
+    assert "nearest unused recorded call: call 2: tool flight_search" in message
+    assert caught.value.differences == [("$.destination", "Lisbon-2026", "Lisbon-2027")]
+
+
 def test_calls_inside_a_substituted_tool_are_covered_not_unused(tmp_path: Path) -> None:
     """Tools recorded inside a frozen tool are not reached, and not reported as unused."""
     bundle = recorded(tmp_path / "c.sftrace", lambda: asyncio.run(agents.async_agent("c")))

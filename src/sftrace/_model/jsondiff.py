@@ -7,6 +7,7 @@ as :data:`MISSING`.
 
 from __future__ import annotations
 
+from difflib import SequenceMatcher
 from typing import Any, Final
 
 from sftrace._model.jsonpath import Segment, format_path
@@ -74,6 +75,30 @@ def _walk(
         return True
     found.append((path, left, right))
     return False
+
+
+# How much of two differing texts ``unlikeness`` compares: enough to tell near misses from
+# unrelated values, bounded so that long prompts cost little on an error path.
+_LIKENESS_CHARS: Final = 2000
+
+
+def unlikeness(diffs: list[tuple[str, Any, Any]]) -> float:
+    """How unlike the two sides of ``diffs`` are: per difference, 0 for near-identical
+    values up to 1 for values with nothing in common (a side missing counts 1).
+
+    Breaks ties between candidates with as many differing paths: ``"ccc334"`` is nearer
+    ``"ccc333"`` than ``"bb22"``.
+    """
+    total = 0.0
+    for _, left, right in diffs:
+        if left is MISSING or right is MISSING:
+            total += 1.0
+            continue
+        a = left if isinstance(left, str) else repr(left)
+        b = right if isinstance(right, str) else repr(right)
+        matcher = SequenceMatcher(None, a[:_LIKENESS_CHARS], b[:_LIKENESS_CHARS], autojunk=False)
+        total += 1.0 - matcher.ratio()
+    return total
 
 
 def format_differences(diffs: list[tuple[str, Any, Any]], *, left: str, right: str) -> str:

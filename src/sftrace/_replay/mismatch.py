@@ -7,16 +7,20 @@ from typing import Any
 
 from sftrace._errors import ReplayExhaustedError, ReplayMismatchError
 from sftrace._model.calls import Call
-from sftrace._model.jsondiff import differences, format_differences
+from sftrace._model.jsondiff import differences, format_differences, unlikeness
 from sftrace._model.serialize import loads
 from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.intercept import Reached
 
 
 def nearest_of(same: list[Call], reached: Reached) -> Call:
-    """Of ``same`` (calls of ``reached``'s identity), the one whose input differs least."""
+    """Of ``same`` (calls of ``reached``'s identity), the one whose input differs least:
+    in the fewest paths, then in the most alike values (the earliest of equals)."""
     reached_input = loads(reached.input_json)
-    return min(same, key=lambda c: len(differences(c.input, reached_input)))
+    scored = [(differences(call.input, reached_input), call) for call in same]
+    fewest = min(len(diffs) for diffs, _ in scored)
+    ties = [(diffs, call) for diffs, call in scored if len(diffs) == fewest]
+    return min(ties, key=lambda tie: unlikeness(tie[0]))[1]
 
 
 def exhausted_error(number: int, reached: Reached, count: int) -> ReplayExhaustedError:
