@@ -17,9 +17,10 @@ from sftrace._model.text import shorten
 LineRef = tuple[bytes | bytearray, int, int, str, int]
 """Where a loaded call's span line is: (data, start, end, file name, line number)."""
 
-NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED)
-"""Attributes few calls have that a replay asks every answered call about: a loaded call
-notes at load which of them it has, so :meth:`Call.may_have` tells without its line."""
+NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED, A.HANDED_OFF)
+"""Attributes few calls have that a replay asks every call about (answering it, or at
+its start, which calls were handed to threads): a loaded call notes at load which of them
+it has, so :meth:`Call.may_have` tells without searching its line."""
 
 
 StoredDigests = tuple[str | None, str | None]
@@ -391,7 +392,11 @@ def call_from_span(
 
 def _noted(attributes: dict[str, Any]) -> tuple[str, ...]:
     """Which of ``NOTED_KEYS`` ``attributes`` has (most calls: none, the shared ``()``)."""
-    if A.REDACTIONS not in attributes and A.OUTPUT_UNRECORDED not in attributes:
+    if (
+        A.REDACTIONS not in attributes
+        and A.OUTPUT_UNRECORDED not in attributes
+        and A.HANDED_OFF not in attributes
+    ):
         return ()
     return tuple(key for key in NOTED_KEYS if key in attributes)
 
