@@ -246,6 +246,9 @@ class Timing:
     def __truediv__(self, count: float) -> Timing:
         return Timing(self.wall / count, self.cpu / count)
 
+    def __add__(self, other: Timing) -> Timing:
+        return Timing(self.wall + other.wall, self.cpu + other.cpu)
+
 
 def timed(action: Callable[[], Any]) -> Timing:
     """How long ``action`` takes (collecting garbage first, leaving the GC on).
@@ -358,6 +361,22 @@ class Bench:
         reps = reps or max(1, self.min_calls // n)
         self.samples.add(name, timed(lambda: [run(i) for i in range(reps)]) / (n * reps))
 
+    def _interleaved(self, n: int, rows: list[tuple[str, Callable[[int], Any]]], reps: int) -> None:
+        """Time the rows' runs in turn: run i of every row, then run i + 1 of every row.
+
+        A shared virtual CPU changes speed from one few-second stretch to the next (by up to
+        1.7x, seen with nothing else running): rows timed one after another would each
+        catch a different speed, and their ratios with it. Taken in turn, every row's
+        sample spans the same stretch of time. Each run is timed alone (collecting
+        garbage first); a row's sample is the sum of its runs, per call.
+        """
+        totals = {name: Timing(0, 0) for name, _ in rows}
+        for i in range(reps):
+            for name, run in rows:
+                totals[name] = totals[name] + timed(functools.partial(run, i))
+        for name, _ in rows:
+            self.samples.add(name, totals[name] / (n * reps))
+
     def fresh_bundles(self, n: int, count: int) -> list[sftrace.Bundle]:
         """``count`` loads of the recording of ``n`` calls, none replayed yet."""
         return [load_bundle(self.workdir / f"replay-source-{n}.sftrace") for _ in range(count)]
@@ -391,48 +410,52 @@ class Bench:
                 for request in requests:
                     bare_llm(tracer, request)
 
-        self._sample(f"bare@{n}", n, under_root(tracer, self.bare_search))
-        self._sample(f"bare_attributes@{n}", n, under_root(tracer, self.attributes_search))
-        self._sample(f"bare_parse@{n}", n, under_root(tracer, self.replay_floor_search))
-        self._sample(f"bare_journal@{n}", n, under_root(self.journal_tracer, self.journal_search))
-        self.journal.truncate()
-        self._sample(f"bare_bundle@{n}", n, self.bundle_floor(self.journal_search, args))
-        self._sample(f"bare_llm@{n}", n, bare_llm_run)
-
-        paths = [self._path("tool") for _ in range(reps)]
+        tool_paths = [self._path("tool") for _ in range(reps)]
+        llm_paths = [self._path("llm") for _ in range(reps)]
 
         def record_run(i: int) -> None:
-            with record("bench", output=paths[i]):
+            with record("bench", output=tool_paths[i]):
                 call_tool(traced_search, args)
 
-        self._sample(f"record@{n}", n, record_run)
-        for path in paths:
-            shutil.rmtree(path)
-
-        paths = [self._path("llm") for _ in range(reps)]
-
         def record_llm_run(i: int) -> None:
-            with record("bench", output=paths[i]):
+            with record("bench", output=llm_paths[i]):
                 for request in requests:
                     traced_llm(request)
 
-        self._sample(f"record_llm@{n}", n, record_llm_run)
-        for path in paths:
-            shutil.rmtree(path)
-
-        bundle = self.bundles[n]
-        for match in ("strict", "unordered"):
+        def replay_run(match: str) -> Callable[[int], None]:
             # Each replay gets a bundle loaded for it (untimed), as a real replay does: what
             # loading leaves to first use (parsing values, decoding attributes) is timed.
             fresh = self.fresh_bundles(n, reps)
 
-            def replay_run(i: int, match: str = match, fresh: list[Any] = fresh) -> None:
+            def run(i: int) -> None:
                 with replay(fresh[i], match=match) as session:
                     call_tool(traced_search, args)
                 if session.divergence is not None or session.unused:
                     raise SystemExit(f"replay of {n} calls did not match: {session.divergence}")
 
-            self._sample(f"replay_{match}@{n}", n, replay_run)
+            return run
+
+        self.journal.truncate()
+        self._interleaved(
+            n,
+            [
+                (f"bare@{n}", under_root(tracer, self.bare_search)),
+                (f"bare_attributes@{n}", under_root(tracer, self.attributes_search)),
+                (f"bare_parse@{n}", under_root(tracer, self.replay_floor_search)),
+                (f"bare_journal@{n}", under_root(self.journal_tracer, self.journal_search)),
+                (f"bare_bundle@{n}", self.bundle_floor(self.journal_search, args)),
+                (f"bare_llm@{n}", bare_llm_run),
+                (f"record@{n}", record_run),
+                (f"record_llm@{n}", record_llm_run),
+                (f"replay_strict@{n}", replay_run("strict")),
+                (f"replay_unordered@{n}", replay_run("unordered")),
+            ],
+            reps,
+        )
+        for path in tool_paths + llm_paths:
+            shutil.rmtree(path)
+
+        bundle = self.bundles[n]
 
         if n == self.lengths[-1]:
             self._without_redaction(n, args, bundle)
@@ -441,22 +464,24 @@ class Bench:
 
         source = self.workdir / f"replay-source-{n}.sftrace"
         spans = len(bundle.spans)
-        self._sample(f"load@{n}", spans, lambda _: load_bundle(source))
-        self._sample(f"load_floor@{n}", spans, lambda _: read_and_parse(source / "spans.jsonl"))
+        loads: list[tuple[str, Callable[[int], Any]]] = [
+            (f"load@{n}", lambda _: load_bundle(source)),
+            (f"load_floor@{n}", lambda _: read_and_parse(source / "spans.jsonl")),
+        ]
         if n == self.lengths[-1]:
-            self._sample(f"load_python_floor@{n}", spans, lambda _: read_parse_and_index(source))
-            self._sample(f"load_call_floor@{n}", spans, lambda _: read_parse_and_call(source))
+            loads += [
+                (f"load_python_floor@{n}", lambda _: read_parse_and_index(source)),
+                (f"load_call_floor@{n}", lambda _: read_parse_and_call(source)),
+                (f"load_eager@{n}", lambda _: load_bundle(source, eager=True)),
+                (
+                    f"load_eager_floor@{n}",
+                    lambda _: read_and_parse(source / "spans.jsonl", values=True),
+                ),
+            ]
             typed = typed_span_decoder()
             if typed is not None:
-                self._sample(
-                    f"load_typed_floor@{n}", spans, lambda _: read_and_decode(source, typed)
-                )
-            self._sample(f"load_eager@{n}", spans, lambda _: load_bundle(source, eager=True))
-            self._sample(
-                f"load_eager_floor@{n}",
-                spans,
-                lambda _: read_and_parse(source / "spans.jsonl", values=True),
-            )
+                loads.append((f"load_typed_floor@{n}", lambda _: read_and_decode(source, typed)))
+        self._interleaved(spans, loads, max(1, self.min_calls // spans))
 
     def _without_redaction(self, n: int, args: Any, bundle: sftrace.Bundle) -> None:
         """Recording and replay with redaction switched off: its share of the cost."""

@@ -68,9 +68,15 @@ def sample_round(bench: Bench, n: int) -> None:
         with record("bench", output=paths[i]):
             call_tool(traced_fetch, args)
 
-    bench._sample(f"mix_journal@{n}", n, journal_run, reps)
     bench.journal.truncate()
-    bench._sample(f"mix_bundle@{n}", n, bench.bundle_floor(floor, args), reps)
-    bench._sample(f"mix@{n}", n, record_run, reps)
+    bench._interleaved(
+        n,
+        [
+            (f"mix_journal@{n}", journal_run),
+            (f"mix_bundle@{n}", bench.bundle_floor(floor, args)),
+            (f"mix@{n}", record_run),
+        ],
+        reps,
+    )
     for path in paths:
         shutil.rmtree(path)
