@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench.py            # full run (about 6 minutes)
+    .venv/bin/python benchmarks/bench.py            # full run (10-20 minutes)
     .venv/bin/python benchmarks/bench.py --quick    # smaller runs, fewer repeats
 
 It prints a table and writes the results as JSON (``benchmarks/results.json`` unless
