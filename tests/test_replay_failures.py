@@ -46,6 +46,25 @@ class KeywordOnly(Exception):
         self.code = code
 
 
+class RefundDenied(Exception):
+    """Its args hold one message; its handler reads an attribute the message does not."""
+
+    def __init__(self, order: str, reason: str) -> None:
+        super().__init__(f"{order}: {reason}")
+        self.order = order
+        self.audit = {"reason": reason, "checks": [1, 2.5, None, True]}
+        self.rules = {"r1", "r2"}  # a set: not plain JSON, not recorded
+        self.handler = object()  # not JSON at all
+
+
+class Coded(Exception):
+    """Its constructor takes the message alone, the code from a default."""
+
+    def __init__(self, message: str, code: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 BODIES: list[str] = []
 
 
@@ -137,6 +156,98 @@ def test_exception_whose_constructor_refuses_its_args_is_still_that_class(
         keyword_tool("q")
     assert str(raised.value) == "code 7"
     assert raised.value.args == ("code 7",)
+    assert raised.value.code == 7  # set again from the recorded attributes
+
+
+refund_tool = raising_tool("refund", lambda: RefundDenied("o-17", "risk 0.56"))
+
+
+def handles_the_denial(query: str) -> str:
+    try:
+        return refund_tool(query)
+    except RefundDenied as exc:
+        return f"denied {exc.order} ({exc.audit['reason']})"
+
+
+def test_a_handler_reading_the_exceptions_attributes_works_on_the_replayed_one(
+    tmp_path: Path,
+) -> None:
+    """The attributes the exception's __init__ set come back, where their values are
+    plain JSON: a handler reading ``exc.order`` (args hold only the message) replays
+    the recorded run instead of failing with AttributeError."""
+    bundle = recorded(tmp_path / "d.sftrace", handles_the_denial)
+    error = load_bundle(bundle).calls[0].error
+    assert error is not None
+    assert error.fields_json == (
+        '{"order":"o-17","audit":{"reason":"risk 0.56","checks":[1,2.5,null,true]}}'
+    )
+    result = replay_run(bundle, handles_the_denial)
+    assert (result.status, result.divergence) == ("completed", None)
+    assert result.output == "denied o-17 (risk 0.56)"
+    assert compare(bundle, result).passed
+    with replay(bundle), pytest.raises(RefundDenied) as raised:
+        refund_tool("q")
+    assert raised.value.audit == {"reason": "risk 0.56", "checks": [1, 2.5, None, True]}
+    assert not hasattr(raised.value, "rules")  # left out, not turned into a list
+
+
+def test_recorded_attributes_win_over_the_constructors_defaults(tmp_path: Path) -> None:
+    coded = raising_tool("coded", lambda: Coded("declined", code=42))
+    bundle = recorded(tmp_path / "c.sftrace", coded)
+    with replay(bundle), pytest.raises(Coded) as raised:
+        coded("q")
+    assert (raised.value.args, raised.value.code) == (("declined",), 42)
+
+
+def test_secrets_in_exception_attributes_are_redacted(tmp_path: Path) -> None:
+    leaky = raising_tool("leaky_fields", lambda: _leaky())
+    bundle = recorded(tmp_path / "f.sftrace", leaky)
+    error = load_bundle(bundle).calls[0].error
+    assert error is not None
+    assert error.fields_json is not None
+    assert "hunter2secret" not in error.fields_json
+    assert '"code":0' in error.fields_json
+
+
+def _leaky() -> Coded:
+    error = Coded("no")
+    error.detail = "password=hunter2secret"  # type: ignore[attr-defined]
+    return error
+
+
+def test_attributes_too_large_to_walk_are_left_out_and_the_others_kept(tmp_path: Path) -> None:
+    """A list that holds itself, or one shared so often that walking it would never end,
+    is left out at once; the exception's other attributes are still recorded."""
+    looped = raising_tool("looped", lambda: _looped())
+    bundle = recorded(tmp_path / "l.sftrace", looped)
+    error = load_bundle(bundle).calls[0].error
+    assert error is not None
+    assert error.fields_json == '{"code":3,"note":"kept"}'
+
+
+def _looped() -> Coded:
+    error = Coded("no", code=3)
+    cycle: list[object] = []
+    cycle.extend([cycle, cycle])
+    shared: list[object] = [1]
+    for _ in range(64):  # 2**64 items when walked, 65 lists in memory
+        shared = [shared, shared]
+    error.cycle = cycle  # type: ignore[attr-defined]
+    error.shared = shared  # type: ignore[attr-defined]
+    error.note = "kept"  # type: ignore[attr-defined]
+    return error
+
+
+def test_recorded_attributes_that_are_not_names_are_never_set() -> None:
+    """A crafted bundle cannot set dunder or non-identifier attributes."""
+    failure = CallFailure(
+        type=f"{__name__}.QuotaExceeded",
+        message="m",
+        fields_json='{"__class__":"str","a b":1,"__dict__":{},"ok":2}',
+    )
+    rebuilt = rebuild_exception(failure)
+    assert type(rebuilt) is QuotaExceeded
+    assert vars(rebuilt) == {"ok": 2}
 
 
 def test_secrets_in_exception_args_are_redacted(tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ ERROR_TYPE: Final = "sftrace.error.type"  # qualified name of the exception type
 ERROR_MESSAGE: Final = "sftrace.error.message"
 ERROR_BUILTIN: Final = "sftrace.error.builtin"  # True when the type is a Python builtin
 ERROR_ARGS: Final = "sftrace.error.args"  # JSON array of the exception's args (redacted)
+# JSON object of the exception's own attributes whose values are plain JSON (redacted)
+ERROR_FIELDS: Final = "sftrace.error.fields"
 ERROR_STATUS_CODE: Final = "sftrace.error.status_code"  # an SDK error's HTTP status code
 ERROR_BODY: Final = "sftrace.error.body"  # JSON of an SDK error's response body (redacted)
 ERROR_STEP: Final = "sftrace.error.step"  # seq of the boundary the run failed in

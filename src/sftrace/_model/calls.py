@@ -88,9 +88,10 @@ class CallRef:
 class CallFailure:
     """A recorded exception: its type name, message, and whether the type is a builtin.
 
-    ``args_json`` (its args as a JSON array), ``status_code`` and ``body_json`` (an SDK
-    error's HTTP status and response body) are what rebuilding it needs; bundles written
-    before they were recorded have None.
+    ``args_json`` (its args as a JSON array), ``fields_json`` (its own attributes, a JSON
+    object), ``status_code`` and ``body_json`` (an SDK error's HTTP status and response
+    body) are what rebuilding it needs; bundles written before they were recorded have
+    None.
     """
 
     type: str
@@ -100,6 +101,7 @@ class CallFailure:
     args_json: str | None = None
     status_code: int | None = None
     body_json: str | None = None
+    fields_json: str | None = None
 
 
 class Call:
@@ -362,6 +364,7 @@ def call_from_span(
             args_json=_text(get(A.ERROR_ARGS)),
             status_code=_integer(get(A.ERROR_STATUS_CODE)),
             body_json=_text(get(A.ERROR_BODY)),
+            fields_json=_text(get(A.ERROR_FIELDS)),
         )
     kind = attributes[A.KIND]
     if kind == A.KIND_LLM:

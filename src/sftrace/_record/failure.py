@@ -66,7 +66,11 @@ def failure_details(
     """The span attributes that let a replay rebuild ``exc``, and where they were redacted.
 
     The args are left out when they are not JSON (an object without a serializer): the
-    replay then rebuilds the exception from its message.
+    replay then rebuilds the exception from its message. The exception's own attributes
+    (``self.order = order`` in its ``__init__``) are kept where their values are plain
+    JSON, which comes back as the same value: a handler reading ``exc.order`` finds it
+    on the rebuilt exception too, also when the constructor takes other arguments than
+    ``args`` holds.
     """
     attributes: dict[str, Any] = {}
     records: list[dict[str, Any]] = []
@@ -75,6 +79,12 @@ def failure_details(
         args_json, found = redactor.redact_json(args_json, known=known, sort_keys=False)
         attributes[A.ERROR_ARGS] = args_json
         records.extend(redaction.record("error.args") for redaction in found)
+    fields = _plain_fields(exc)
+    fields_json = _json(fields, "exception attributes") if fields else None
+    if fields_json is not None:
+        fields_json, found = redactor.redact_json(fields_json, known=known, sort_keys=False)
+        attributes[A.ERROR_FIELDS] = fields_json
+        records.extend(redaction.record("error.fields") for redaction in found)
     details = _describe(exc)
     if details is not None:
         if isinstance(details.status_code, int) and not isinstance(details.status_code, bool):
@@ -97,6 +107,60 @@ def _describe(exc: BaseException) -> ErrorDetails | None:
         if details is not None:
             return details
     return None
+
+
+# How many values (items of lists and dicts included) the attributes of one exception
+# may hold and still be recorded: a list that holds itself, or one shared many times
+# over, must not keep a failing call busy.
+_PLAIN_BUDGET = 100_000
+
+
+def _plain_fields(exc: BaseException) -> dict[str, Any]:
+    """The exception's own attributes (its ``__dict__``, not dunder names such as
+    ``__notes__``) whose values are plain JSON: str, int, float, bool, None, and lists
+    and str-keyed dicts of them. Others (a response object, a model, a tuple) would not
+    come back as what they were, so they are left out."""
+    own = getattr(exc, "__dict__", None)
+    if not isinstance(own, dict):
+        return {}
+    fields: dict[str, Any] = {}
+    budget = _PLAIN_BUDGET
+    for name, value in own.items():
+        if not isinstance(name, str) or name.startswith("__"):
+            continue
+        size = _plain_size(value, budget)
+        if size is None:
+            continue
+        if size > budget:
+            continue
+        budget -= size
+        fields[name] = value
+    return fields
+
+
+def _plain_size(value: Any, budget: int) -> int | None:
+    """How many values ``value`` holds (itself, list items and dict values, nested)
+    when it is plain JSON, counting no further than past ``budget``; None when it is
+    not plain JSON."""
+    size = 0
+    stack = [value]
+    while stack and size <= budget:
+        size += 1
+        item = stack.pop()
+        kind = type(item)
+        if item is None or kind in (str, int, float, bool):
+            continue
+        if kind is not list and kind is not dict:
+            return None
+        if size + len(stack) + len(item) > budget:
+            return budget + 1
+        if kind is list:
+            stack.extend(item)
+        else:
+            if not all(type(key) is str for key in item):
+                return None
+            stack.extend(item.values())
+    return size
 
 
 def _json(value: Any, what: str) -> str | None:

@@ -6,7 +6,8 @@ In order:
 2. A registered :class:`~sftrace._record.failure.ErrorCodec` (an SDK integration) gives
    the SDK's own error object (``openai.BadRequestError`` with its status and body).
 3. The recorded class, when a module that is already imported holds it: an instance
-   with the recorded args (or message). Nothing a bundle names is ever imported, and
+   with the recorded args (or message), and the attributes recorded of it (those whose
+   values were plain JSON) set again. Nothing a bundle names is ever imported, and
    nothing that is not an exception class is ever called.
 4. Otherwise ``RecordedDependencyError`` with the recorded type name and message.
 
@@ -48,10 +49,12 @@ def rebuild_exception(failure: CallFailure) -> BaseException:
     if not issubclass(cls, Exception):
         return RecordedInterruption(failure.type, failure.message)
     try:
-        return _instance(cls, _args(failure))
+        instance = _instance(cls, _args(failure))
     except Exception as exc:  # a class that cannot be built at all, even without __init__
         log_once(f"rebuilding a recorded {failure.type}", exc)
         return RecordedDependencyError(failure.type, failure.message)
+    _set_fields(instance, failure)
+    return instance
 
 
 def _recorded_class(failure: CallFailure) -> type[BaseException] | None:
@@ -96,6 +99,26 @@ def _args(failure: CallFailure) -> tuple[Any, ...]:
         if isinstance(args, list):
             return tuple(args)
     return (failure.message,)
+
+
+def _set_fields(instance: BaseException, failure: CallFailure) -> None:
+    """Set the attributes recorded of the exception (``sftrace.error.fields``) on the
+    rebuilt one: its ``__init__`` may not have run, or may have set other values."""
+    if failure.fields_json is None:
+        return
+    try:
+        fields = orjson.loads(failure.fields_json)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(fields, dict):
+        return
+    for name, value in fields.items():
+        if not name.isidentifier() or name.startswith("__"):  # (sftrace records none)
+            continue
+        try:
+            setattr(instance, name, value)
+        except Exception:  # a read-only property, a __slots__ class: keep what it has
+            continue
 
 
 def _instance(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
