@@ -432,3 +432,33 @@ def test_agent_name_must_be_non_empty() -> None:
     """A blank agent name is a configuration error."""
     with pytest.raises(ConfigError, match="agent_name"):
         record("  ")
+
+
+@trace_tool
+def spread(x: int, *rest: int, **options: Any) -> int:
+    return x + sum(rest) + len(options)
+
+
+@trace_tool
+def tagged(name: str, /, **labels: str) -> str:
+    return name + "".join(sorted(labels))
+
+
+def test_keyword_arguments_are_merged_into_the_input_unless_a_name_collides(
+    tmp_path: Path,
+) -> None:
+    """``**kwargs`` are merged into the named arguments; a keyword named like ``*args``
+    or a positional-only parameter keeps them apart, so two calls never record as one."""
+    with record("kw", output=tmp_path / "kw.sftrace") as session:
+        session.set_output(
+            [spread(1, 2), spread(1, rest=[2]), spread(1, mode="a"), tagged("n", name="v")]
+        )
+    inputs = [call.input for call in load_bundle(tmp_path / "kw.sftrace").calls]
+    assert inputs == [
+        {"x": 1, "rest": [2]},
+        {"x": 1, "rest": [], "**options": {"rest": [2]}},
+        {"x": 1, "rest": [], "mode": "a"},
+        {"name": "n", "**labels": {"name": "v"}},
+    ]
+    changed = sftrace.replay_run(tmp_path / "kw.sftrace", lambda: [spread(1, 2), spread(1, 2)])
+    assert changed.status == "diverged"

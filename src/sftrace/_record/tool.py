@@ -82,10 +82,16 @@ class ArgumentBinder:
         bound_arguments = self.signature.bind(*args, **kwargs)
         bound_arguments.apply_defaults()
         arguments = dict(bound_arguments.arguments)
-        if self.var_keyword is not None:
-            arguments.update(arguments.pop(self.var_keyword, {}))
         if self.drop is not None:
             arguments.pop(self.drop, None)
+        if self.var_keyword is not None:
+            extra: dict[str, Any] = arguments.pop(self.var_keyword, {})
+            if extra.keys() & arguments.keys() or any(key.startswith("**") for key in extra):
+                # A keyword named like ``*args`` or a positional-only parameter: merged,
+                # f(1, 2) and f(1, rest=[2]) of ``f(x, *rest, **kw)`` would record one input.
+                arguments["**" + self.var_keyword] = extra
+            else:
+                arguments.update(extra)
         return arguments
 
 
