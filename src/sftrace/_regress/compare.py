@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError
 from sftrace._model.calls import CallRef
-from sftrace._model.text import pluralize, preview, shorten, were
+from sftrace._model.normalize import message_key
+from sftrace._model.text import pluralize, preview, shorten, show_pair, were
 from sftrace._regress.call_findings import compare_calls
 from sftrace._regress.diff import value_differences
 from sftrace._regress.findings import (
@@ -55,28 +56,33 @@ __all__ = [
 # --- run findings ------------------------------------------------------------------
 
 
-def _status(
-    builder: FindingBuilder,
-    base_status: str,
-    base_failure_type: str | None,
-    base_failure: str | None,
-    cand: ComparedRun,
-    base_label: str,
-) -> None:
+def _status(builder: FindingBuilder, base: ComparedRun, cand: ComparedRun, base_label: str) -> None:
     _, right_label = builder.labels
     if cand.ended_by_divergence:
         return  # the run failed because the replay diverged: REPLAY_DIVERGED says so
-    if base_status != cand.status:
-        base_text = f"{base_status} ({base_failure})" if base_failure else base_status
+    if base.status != cand.status:
+        base_text = f"{base.status} ({base.failure})" if base.failure else base.status
         cand_text = f"{cand.status} ({cand.failure})" if cand.failure else cand.status
         builder.add(
             FindingCode.STATUS_CHANGED,
             f"run status changed: {base_label} {base_text}, {right_label} {cand_text}",
         )
-    elif base_failure_type is not None and base_failure_type != cand.failure_type:
+    elif base.failure_type is not None and base.failure_type != cand.failure_type:
         builder.add(
             FindingCode.STATUS_CHANGED,
-            f"run failure changed: {base_label} {base_failure}, {right_label} {cand.failure}",
+            f"run failure changed: {base_label} {base.failure}, {right_label} {cand.failure}",
+        )
+    elif (
+        base.failure_message is not None
+        and cand.failure_message is not None
+        and message_key(base.failure_message) != message_key(cand.failure_message)
+    ):
+        shown = show_pair(
+            base.failure_message, cand.failure_message, labels=(base_label, right_label)
+        )
+        builder.add(
+            FindingCode.STATUS_CHANGED,
+            f"run failure message changed ({base.failure_type}): " + "\n    ".join(shown),
         )
 
 
@@ -182,7 +188,7 @@ def _against_baseline(
 ) -> tuple[list[AlignedCall], bool]:
     """The findings of ``cand`` judged against the baseline run; the alignment rows."""
     base_label = builder.labels[0]
-    _status(builder, base.status, base.failure_type, base.failure, cand, base_label)
+    _status(builder, base, cand, base_label)
     if base.has_output:
         _output(builder, base.output, cand, base_label)
     rows, approximate = compare_calls(builder, base, cand)
@@ -198,7 +204,10 @@ def _against_expectations(
     from sftrace._regress.expectations import unmet_expectations
 
     expected_status = expect.status or "completed"
-    _status(builder, expected_status, None, None, cand, "expected")
+    expected_run = ComparedRun(
+        "expected", "expectations", [], expected_status, None, None, False, None
+    )
+    _status(builder, expected_run, cand, "expected")
     if expect.has_output:
         _output(builder, expect.output, cand, "expected")
     for message, ref in unmet_expectations(cand.calls, expect):

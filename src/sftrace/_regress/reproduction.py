@@ -12,6 +12,7 @@ from __future__ import annotations
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ReplayError
 from sftrace._model import attributes as A
+from sftrace._model.normalize import message_key
 from sftrace._model.text import pluralize
 from sftrace._regress.compare import compare
 from sftrace._regress.expectations import Expectations, unmet_expectation_keys
@@ -39,7 +40,7 @@ def signature(
             (
                 "failure",
                 str(attributes.get(A.ERROR_TYPE, "")),
-                str(attributes.get(A.ERROR_MESSAGE, "")),
+                message_key(str(attributes.get(A.ERROR_MESSAGE, ""))),
             )
         )
     if expect is not None:
@@ -57,7 +58,7 @@ def check_reproduced(
     if found is None:
         problem = f"the replay diverged: {str(first.divergence).splitlines()[0]}"
     elif recorded.status == "failed" and failure is not None:
-        if found[0] != ("failure", failure.type, failure.message or ""):
+        if found[0] != ("failure", failure.type, message_key(failure.message or "")):
             got = f"{found[0][1]}: {found[0][2]}" if found[0][1] else "no failure"
             problem = f"the recorded run failed with {failure.type}, the replay with {got}"
     elif expect is not None and not found:

@@ -61,6 +61,8 @@ class ComparedRun:
     diverged_call: int | None = None
     ended_by_divergence: bool = False
     agent_version: str | None = None
+    # The failure's whole message (redacted as recorded), which ``failure`` shortens.
+    failure_message: str | None = None
     # For a replay: the indexes in ``calls`` of calls the replay refused after it had
     # diverged (a concurrent task reaching the stopped replay): the divergence's cascade.
     refused_after_divergence: frozenset[int] = frozenset()
@@ -133,6 +135,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             has_output=value.has_output,
             output=value.output,
             agent_version=value.manifest.agent_version,
+            failure_message=(failure.message or "") if failure_type and failure else None,
             order_free=(derived or {}).get("match") == "unordered",
             run_id=value.manifest.run_id,
             derived_from=(derived or {}).get("run_id"),
@@ -175,6 +178,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             diverged_call=diverged_call,
             ended_by_divergence=ended_by_divergence(value.error, value.divergence),
             agent_version=value.agent_version,
+            failure_message=value.failure_message if error is not None else None,
             tiers=_tiers(value),
             refused_after_divergence=refused,
             covered=frozenset(call.seq for call in value.covered),

@@ -22,6 +22,7 @@ from sftrace._errors import ConfigError, RecordedDependencyError, ReplayError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, call_from_span
 from sftrace._model.display import repr_html
+from sftrace._model.normalize import message_key
 from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode
 from sftrace._record.run import exception_type_name, run_failure
@@ -88,6 +89,13 @@ class ReplayResult:
             calls.sort(key=lambda call: call.seq)
             self._calls = calls
         return self._calls
+
+    @property
+    def failure_message(self) -> str | None:
+        """The replayed run's failure message as its run span records it (redacted as a
+        recording's is, so it compares with ``bundle.failure.message``); None when the
+        replayed run did not fail."""
+        return run_failure_message(self.spans)
 
     def _repr_html_(self) -> str | None:
         """In a notebook, the replay's HTML report (see ``sftrace.render_html``)."""
@@ -197,6 +205,16 @@ def _run_coroutine(coroutine: Any) -> Any:
         return pool.submit(context.run, asyncio.run, coroutine).result()
 
 
+def run_failure_message(spans: Iterable[ReadableSpan]) -> str | None:
+    """The failure message on a replay's run span, None when the run did not fail."""
+    for span in spans:
+        attributes = span.attributes or {}
+        if attributes.get(A.KIND) == A.KIND_RUN:
+            message = attributes.get(A.ERROR_MESSAGE)
+            return message if isinstance(message, str) else None
+    return None
+
+
 def _result(
     session: ReplaySession, value: Any, error: BaseException | None, has_output: bool
 ) -> ReplayResult:
@@ -209,10 +227,17 @@ def _result(
     else:
         status = "completed"
     reproduced_failure = False
-    if recorded.status == "failed" and error is not None and recorded.failure is not None:
-        # A bundle recorded before run_failure named an exception group itself.
-        names = {exception_type_name(run_failure(error))[0], exception_type_name(error)[0]}
-        reproduced_failure = recorded.failure.type in names
+    failure = recorded.failure
+    if recorded.status == "failed" and error is not None and failure is not None:
+        if failure.type == exception_type_name(run_failure(error))[0]:
+            message = run_failure_message(session.spans)
+            reproduced_failure = message is None or message_key(message) == message_key(
+                failure.message or ""
+            )
+        else:
+            # A bundle recorded before run_failure named an exception group itself (its
+            # message is the group's, which the replay's run span does not record).
+            reproduced_failure = failure.type == exception_type_name(error)[0]
     return ReplayResult(
         status=status,
         # nothing was returned when the entrypoint raised (an awaited one left its coroutine)
