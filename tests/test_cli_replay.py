@@ -594,3 +594,16 @@ def test_bad_on_miss_exits_2(bundle: tuple[Path, str]) -> None:
     result = replay_cli(path, f"{name}:run", "--on-miss", "retry")
     assert result.exit_code == 2
     assert "retry" in result.stderr
+
+
+def test_a_failure_standing_for_an_unreachable_class_is_named_once() -> None:
+    """A replayed failure whose class no imported module holds shows its recorded type
+    and message once, not ``pkg.Error: pkg.Error: message``."""
+    from sftrace import RecordedDependencyError
+    from sftrace._cli.replay_report import _error_document
+
+    error = RecordedDependencyError("pkg.QuotaExceeded", "quota exceeded for acme")
+    assert _error_document(error) == {
+        "type": "pkg.QuotaExceeded",
+        "message": "quota exceeded for acme",
+    }

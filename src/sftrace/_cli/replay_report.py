@@ -14,7 +14,7 @@ from sftrace._model.calls import Call
 from sftrace._model.jsondiff import MISSING
 from sftrace._model.serialize import to_json
 from sftrace._model.text import one_line, pluralize, preview, were
-from sftrace._record.run import exception_type_name
+from sftrace._record.run import exception_type_name, safe_str
 from sftrace._replay.controller import MatchedCall
 from sftrace._replay.run import ReplayResult, ended_by_divergence
 
@@ -143,7 +143,7 @@ def _jsonable(value: Any) -> Any:
 def _error_document(error: BaseException | None) -> dict[str, str] | None:
     if error is None:
         return None
-    return {"type": _error_name(error), "message": str(error)}
+    return {"type": _error_name(error), "message": safe_str(error)}
 
 
 def _error_name(error: BaseException) -> str:
@@ -255,7 +255,7 @@ def _outcome_text(result: ReplayResult) -> Text:
         return Text(f"{result.status}: the replay raised {_error_name(divergence)}{where}", "red")
     if error is not None:
         return Text(
-            f"{result.status}: {_error_name(error)}: {one_line(str(error), PREVIEW_CHARS)}",
+            f"{result.status}: {_error_name(error)}: {one_line(safe_str(error), PREVIEW_CHARS)}",
             style="red",
         )
     text = Text(

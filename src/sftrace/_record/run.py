@@ -11,8 +11,10 @@ is logged once.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from opentelemetry import context as otel_context
@@ -197,9 +199,41 @@ def exception_type_name(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, RecordedDependencyError):
         return exc.type_name, "." not in exc.type_name
     cls = type(exc)
-    if cls.__module__ == "builtins":
+    module = cls.__module__
+    if module == "builtins":
         return cls.__qualname__, True
-    return f"{cls.__module__}.{cls.__qualname__}", False
+    if module == "__main__":
+        module = main_module_name()
+    return f"{module}.{cls.__qualname__}", False
+
+
+def main_module_name() -> str:
+    """The name under which the program's ``__main__`` module can be imported.
+
+    An agent recorded by running its own file (``python agent.py``, ``python -m agent``)
+    raises ``__main__.QuotaExceeded``; its replay imports the entrypoint ``agent:run``,
+    whose class is ``agent.QuotaExceeded``. Named ``agent.QuotaExceeded`` in the
+    recording, the class is found, and the failures compare, either way round.
+    ``"__main__"`` when the module has no such name (an interactive session).
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = getattr(spec, "name", None)
+    if isinstance(name, str) and name and name != "__main__":
+        return name.removesuffix(".__main__")
+    file = getattr(main, "__file__", None)
+    if not isinstance(file, str) or not file.endswith(".py"):
+        return "__main__"
+    path = Path(file).resolve()
+    for entry in sys.path:
+        try:
+            relative = path.relative_to(Path(entry or ".").resolve())
+        except (ValueError, OSError):
+            continue
+        parts = relative.with_suffix("").parts
+        if parts and all(part.isidentifier() for part in parts):
+            return ".".join(parts)
+    return "__main__"
 
 
 def run_failure(exc: BaseException) -> BaseException:

@@ -29,6 +29,7 @@ from sftrace._errors import RecordedDependencyError, RecordedInterruption
 from sftrace._internal import log_once
 from sftrace._model.calls import CallFailure
 from sftrace._record.failure import error_codecs
+from sftrace._record.run import main_module_name
 
 
 def rebuild_exception(failure: CallFailure) -> BaseException:
@@ -72,7 +73,10 @@ def _imported(qualified: str) -> Any:
     """``pkg.mod.Outer.Error`` looked up in ``sys.modules``: longest module name first."""
     parts = qualified.split(".")
     for split in range(len(parts) - 1, 0, -1):
-        module = sys.modules.get(".".join(parts[:split]))
+        name = ".".join(parts[:split])
+        module = sys.modules.get(name)
+        if module is None and name == main_module_name():  # recorded and replayed by one file
+            module = sys.modules.get("__main__")
         if module is None:
             continue
         # Only what the module and classes already hold (their __dict__): a module-level
