@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from sftrace._model.markers import unmarked
 from sftrace._model.serialize import canonical
 
 __all__ = ["content_key", "message_key", "normalize"]
@@ -25,15 +26,19 @@ _VOLATILE: Final = re.compile(
 
 
 def normalize(value: Any) -> Any:
-    """The value as compared: strings stripped, integral floats as ints, and dict keys
-    whose value is ``None`` dropped (so ``2 == 2.0``, ``" ok " == "ok"`` and
-    ``{"a": None} == {}``)."""
+    """The value as compared: strings stripped, integral floats as ints, dict keys whose
+    value is ``None`` dropped (so ``2 == 2.0``, ``" ok " == "ok"`` and ``{"a": None} ==
+    {}``), and redaction markers without their rule's name (:func:`unmarked`)."""
     if isinstance(value, dict):
-        return {key: normalize(item) for key, item in value.items() if item is not None}
+        return {
+            unmarked(key) if isinstance(key, str) else key: normalize(item)
+            for key, item in value.items()
+            if item is not None
+        }
     if isinstance(value, list | tuple):
         return [normalize(item) for item in value]
     if isinstance(value, str):
-        return value.strip()
+        return unmarked(value.strip())
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value

@@ -40,10 +40,9 @@ from sftrace._errors import ConfigError
 from sftrace._internal import internal_error
 from sftrace._model.jsonpath import child as child_path
 from sftrace._model.jsonpath import format_path
+from sftrace._model.markers import MARKER_PREFIX, marker
 from sftrace._record.redaction_apply import (
-    MARKER_PREFIX,
     Redaction,
-    marker,
     note,
     redact_plain,
     replacer,

@@ -8,14 +8,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from sftrace._model.markers import marker
 from sftrace._record.redaction_rules import Rule
-
-MARKER_PREFIX = "[REDACTED:"
-
-
-def marker(rule: str) -> str:
-    """The text that replaces a redacted value."""
-    return f"{MARKER_PREFIX}{rule}]"
 
 
 @dataclass(frozen=True, slots=True)

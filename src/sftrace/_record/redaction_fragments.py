@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from sftrace._record.redaction_apply import marker
+from sftrace._model.markers import marker
 
 Span = tuple[int, int, str]  # start, end, rule
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from sftrace._record.redaction_apply import MARKER_PREFIX
+from sftrace._model.markers import MARKER_PREFIX
 
 
 def is_marker(value: Any) -> bool:

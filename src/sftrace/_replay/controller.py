@@ -25,6 +25,7 @@ from sftrace._model import attributes as A
 from sftrace._model.calls import Call, inner_calls
 from sftrace._model.jsondiff import differences
 from sftrace._model.jsonpath import strip
+from sftrace._model.markers import unmarked
 from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
@@ -116,7 +117,7 @@ class ReplayController:
             for index, call in enumerate(self.calls):
                 identity = call_identity(call)
                 if tier == "exact":  # the text: no input is parsed
-                    key = call.input_json
+                    key = unmarked(call.input_json)
                 else:
                     key = self._key(tier, identity, call.input, call.input_json)
                 index_of[(identity, key)].append(index)
@@ -277,7 +278,7 @@ class ReplayController:
     def _key(self, tier: MatchTier, identity: Identity, value: Any, text: str) -> str:
         """What must be equal for two inputs of calls with this identity to match at ``tier``."""
         if tier == "exact":
-            return text
+            return unmarked(text)
         if tier == "relaxed":
             value = strip(value, self.options.ignored_paths(*identity))
         return content_key(value)
@@ -296,7 +297,9 @@ class ReplayController:
             return None
         for tier in self.tiers:
             if tier == "exact":
-                if recorded.input_json == reached.input_json:
+                if recorded.input_json == reached.input_json or unmarked(
+                    recorded.input_json
+                ) == unmarked(reached.input_json):
                     return tier
             elif self._matches_at(tier, recorded, reached, reached_input):
                 return tier
@@ -307,7 +310,7 @@ class ReplayController:
     ) -> bool:
         """Whether the inputs of two calls of the same identity match at ``tier``."""
         if tier == "exact":  # the texts: neither input needs parsing
-            return recorded.input_json == reached.input_json
+            return unmarked(recorded.input_json) == unmarked(reached.input_json)
         identity = call_identity(reached)
         want = self._key(tier, identity, recorded.input, recorded.input_json)
         return want == self._key(tier, identity, reached_input.value, reached.input_json)
@@ -336,7 +339,7 @@ class ReplayController:
         identity = call_identity(reached)
         for tier in self.tiers:
             if tier == "exact":
-                key = reached.input_json
+                key = unmarked(reached.input_json)
             else:
                 key = self._key(tier, identity, reached_input.value, reached.input_json)
             queue = self._index(tier).get((identity, key))
@@ -370,7 +373,7 @@ class ReplayController:
             identity = call_identity(reached)
             for tier in self.tiers:  # the tier decides before the position
                 if tier == "exact":
-                    key = reached.input_json
+                    key = unmarked(reached.input_json)
                 else:
                     key = self._key(tier, identity, reached_input.value, reached.input_json)
                 queue = self._index(tier).get((identity, key))
