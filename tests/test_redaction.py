@@ -131,6 +131,33 @@ def test_ordinary_keys_are_left_alone(key: str) -> None:
     assert Redactor().redact_json(text) == (text, [])
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "reset my password=Tr0ub4dor&3-horse please",
+            "reset my password=[REDACTED:secret_assignment] please",
+        ),
+        (
+            "https://x.example/login?password=Tr0ub4dor&user=ann&pw=s3cr3t&next=/",
+            "https://x.example/login?password=[REDACTED:secret_assignment]&user=ann"
+            "&pw=[REDACTED:secret_assignment]&next=/",
+        ),
+        ("note: pw=Sup3rS3cret99, call me", "note: pw=[REDACTED:secret_assignment], call me"),
+    ],
+)
+def test_a_bare_value_ends_at_an_ampersand_only_before_the_next_parameter(
+    text: str, expected: str
+) -> None:
+    """An "&" inside a password is part of it (only "&name=" starts a query string's
+    next parameter), and ``pw`` names a password too."""
+    assert Redactor().redact_text(text)[0] == expected
+    assert (
+        Redactor().redact_json(orjson.dumps({"note": text}).decode())[0]
+        == orjson.dumps({"note": expected}).decode()
+    )
+
+
 def test_empty_and_flag_values_of_sensitive_keys_are_kept() -> None:
     """null, "", false and empty containers under a sensitive key say nothing secret."""
     value = {"password": None, "token": "", "secret": False, "credentials": {}}

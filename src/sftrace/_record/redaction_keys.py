@@ -17,6 +17,7 @@ BUILTIN_KEYS: Final[tuple[str, ...]] = (
     "passphrase",
     "passcode",
     "pwd",
+    "pw",
     "pin",
     "secret",
     "client secret",

@@ -75,10 +75,12 @@ ANCHOR_REACH: Final = 32
 _TOKEN = r"[A-Za-z0-9_-]"
 _UNREDACTED = r"(?!(?:(?:bearer|basic|token)\s+)?\[REDACTED:)"
 # The value after "name=" or "--name ": quoted (whole, up to the closing quote, escapes
-# and spaces included) or a bare word.
+# and spaces included) or a bare word, which an "&" ends only where a query string's
+# next "name=" follows (a password "Tr0ub4dor&3-horse" is one value).
 _VALUE = (
     r"(?P<q>\\?[\"'])?" + _UNREDACTED + r"(?:(?:bearer|basic|token)\s+)?"
-    r"(?P<secret>(?(q)(?:(?!(?P=q))(?:\\.|[^\n\\]))+|[^\s\"',;&}\]]+))"
+    r"(?P<secret>(?(q)(?:(?!(?P=q))(?:\\.|[^\n\\]))+"
+    r"|(?:[^\s\"',;&}\]]|&(?![A-Za-z_][A-Za-z0-9_.\[\]-]*=))+))"
 )
 
 
