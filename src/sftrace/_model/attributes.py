@@ -76,6 +76,8 @@ ERROR_BUILTIN: Final = "sftrace.error.builtin"  # True when the type is a Python
 ERROR_ARGS: Final = "sftrace.error.args"  # JSON array of the exception's args (redacted)
 # JSON object of the exception's own attributes whose values are plain JSON (redacted)
 ERROR_FIELDS: Final = "sftrace.error.fields"
+# JSON object of the exception it was raised from (__cause__, or __context__), nested
+ERROR_CAUSE: Final = "sftrace.error.cause"
 ERROR_STATUS_CODE: Final = "sftrace.error.status_code"  # an SDK error's HTTP status code
 ERROR_BODY: Final = "sftrace.error.body"  # JSON of an SDK error's response body (redacted)
 ERROR_STEP: Final = "sftrace.error.step"  # seq of the boundary the run failed in

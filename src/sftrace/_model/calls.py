@@ -90,8 +90,8 @@ class CallFailure:
 
     ``args_json`` (its args as a JSON array), ``fields_json`` (its own attributes, a JSON
     object), ``status_code`` and ``body_json`` (an SDK error's HTTP status and response
-    body) are what rebuilding it needs; bundles written before they were recorded have
-    None.
+    body) and ``cause_json`` (the exception it was raised from) are what rebuilding it
+    needs; bundles written before they were recorded have None.
     """
 
     type: str
@@ -102,6 +102,7 @@ class CallFailure:
     status_code: int | None = None
     body_json: str | None = None
     fields_json: str | None = None
+    cause_json: str | None = None
 
 
 class Call:
@@ -365,6 +366,7 @@ def call_from_span(
             status_code=_integer(get(A.ERROR_STATUS_CODE)),
             body_json=_text(get(A.ERROR_BODY)),
             fields_json=_text(get(A.ERROR_FIELDS)),
+            cause_json=_text(get(A.ERROR_CAUSE)),
         )
     kind = attributes[A.KIND]
     if kind == A.KIND_LLM:

@@ -9,6 +9,7 @@ integrations register themselves when imported; this layer never imports them.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from sftrace._model import attributes as A
 from sftrace._model.calls import CallFailure
 from sftrace._model.serialize import dumps
 from sftrace._record.redaction import KnownSecrets, Redactor
+from sftrace._record.run import exception_type_name, safe_str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,12 @@ def failure_details(
         fields_json, found = redactor.redact_json(fields_json, known=known, sort_keys=False)
         attributes[A.ERROR_FIELDS] = fields_json
         records.extend(redaction.record("error.fields") for redaction in found)
+    cause = _cause(exc)
+    cause_json = _json(cause, "exception cause") if cause is not None else None
+    if cause_json is not None:
+        cause_json, found = redactor.redact_json(cause_json, known=known, sort_keys=False)
+        attributes[A.ERROR_CAUSE] = cause_json
+        records.extend(redaction.record("error.cause") for redaction in found)
     details = _describe(exc)
     if details is not None:
         if isinstance(details.status_code, int) and not isinstance(details.status_code, bool):
@@ -109,6 +117,52 @@ def _describe(exc: BaseException) -> ErrorDetails | None:
     return None
 
 
+# How many exceptions back a chain (``raise ... from``, or raised while handling) is kept.
+_CAUSE_DEPTH = 4
+
+
+def _cause(exc: BaseException) -> dict[str, Any] | None:
+    """The exception ``exc`` was raised from, as a replay rebuilds it, and so on back
+    (at most ``_CAUSE_DEPTH``): ``{"type", "message", "builtin", "explicit", "args",
+    "fields", "suppress_context", "cause"}``. ``explicit``: it is ``__cause__`` (``raise
+    ... from``), else ``__context__`` (raised while handling it). A handler reading
+    ``exc.__cause__`` finds it on the rebuilt exception too."""
+    chain: list[dict[str, Any]] = []
+    seen = {id(exc)}
+    current = exc
+    while len(chain) < _CAUSE_DEPTH:
+        explicit = current.__cause__ is not None
+        link = current.__cause__ if explicit else None
+        if link is None and not current.__suppress_context__:
+            link = current.__context__
+        if link is None or id(link) in seen:
+            break
+        seen.add(id(link))
+        type_name, builtin = exception_type_name(link)
+        entry: dict[str, Any] = {
+            "type": type_name,
+            "message": safe_str(link),
+            "builtin": builtin,
+            "explicit": explicit,
+        }
+        args = list(link.args)
+        size = _plain_size(args, _PLAIN_BUDGET)
+        if size is not None and size <= _PLAIN_BUDGET:
+            entry["args"] = args
+        fields = _plain_fields(link)
+        if fields:
+            entry["fields"] = fields
+        if link.__suppress_context__:  # raised "from None", or from a cause
+            entry["suppress_context"] = True
+        chain.append(entry)
+        current = link
+    if not chain:
+        return None
+    for outer, inner in itertools.pairwise(chain):
+        outer["cause"] = inner
+    return chain[0]
+
+
 # How many values (items of lists and dicts included) the attributes of one exception
 # may hold and still be recorded: a list that holds itself, or one shared many times
 # over, must not keep a failing call busy.
@@ -116,17 +170,17 @@ _PLAIN_BUDGET = 100_000
 
 
 def _plain_fields(exc: BaseException) -> dict[str, Any]:
-    """The exception's own attributes (its ``__dict__``, not dunder names such as
-    ``__notes__``) whose values are plain JSON: str, int, float, bool, None, and lists
-    and str-keyed dicts of them. Others (a response object, a model, a tuple) would not
-    come back as what they were, so they are left out."""
+    """The exception's own attributes (its ``__dict__``; of dunder names only
+    ``__notes__``, from ``add_note``) whose values are plain JSON: str, int, float,
+    bool, None, and lists and str-keyed dicts of them. Others (a response object, a
+    model, a tuple) would not come back as what they were, so they are left out."""
     own = getattr(exc, "__dict__", None)
     if not isinstance(own, dict):
         return {}
     fields: dict[str, Any] = {}
     budget = _PLAIN_BUDGET
     for name, value in own.items():
-        if not isinstance(name, str) or name.startswith("__"):
+        if not isinstance(name, str) or (name.startswith("__") and name != "__notes__"):
             continue
         size = _plain_size(value, budget)
         if size is None:

@@ -55,6 +55,7 @@ def rebuild_exception(failure: CallFailure) -> BaseException:
         log_once(f"rebuilding a recorded {failure.type}", exc)
         return RecordedDependencyError(failure.type, failure.message)
     _set_fields(instance, failure)
+    _set_cause(instance, failure.cause_json, 0)
     return instance
 
 
@@ -117,12 +118,51 @@ def _set_fields(instance: BaseException, failure: CallFailure) -> None:
     if not isinstance(fields, dict):
         return
     for name, value in fields.items():
+        if name == "__notes__":  # add_note's
+            if isinstance(value, list) and all(isinstance(note, str) for note in value):
+                instance.__notes__ = value
+            continue
         if not name.isidentifier() or name.startswith("__"):  # (sftrace records none)
             continue
         try:
             setattr(instance, name, value)
         except Exception:  # a read-only property, a __slots__ class: keep what it has
             continue
+
+
+# How deep a recorded chain of causes is rebuilt (sftrace records 4).
+_CAUSE_DEPTH = 8
+
+
+def _set_cause(instance: BaseException, cause_json: str | None, depth: int) -> None:
+    """Rebuild the exception ``instance`` was raised from (``sftrace.error.cause``) and
+    chain it as it was: ``__cause__`` for ``raise ... from``, else ``__context__``."""
+    if cause_json is None or depth >= _CAUSE_DEPTH:
+        return
+    try:
+        cause = orjson.loads(cause_json)
+    except orjson.JSONDecodeError:
+        return
+    while isinstance(cause, dict) and depth < _CAUSE_DEPTH:
+        failure = CallFailure(
+            type=str(cause.get("type", "")),
+            message=str(cause.get("message", "")),
+            builtin=cause.get("builtin") is True,
+            args_json=_dumped(cause.get("args")),
+            fields_json=_dumped(cause.get("fields")),
+        )
+        rebuilt = rebuild_exception(failure)
+        if cause.get("suppress_context") is True:
+            rebuilt.__suppress_context__ = True
+        if cause.get("explicit") is True:
+            instance.__cause__ = rebuilt
+        else:
+            instance.__context__ = rebuilt
+        instance, cause, depth = rebuilt, cause.get("cause"), depth + 1
+
+
+def _dumped(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
 
 
 def _instance(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
