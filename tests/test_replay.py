@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -71,6 +73,58 @@ def test_pydantic_return_annotation_is_restored(tmp_path: Path) -> None:
         value = agents.quote("FR2")
     assert value == agents.Quote(flight_id="FR2", total=99.5)
     assert agents.EXECUTED == []
+
+
+@dataclasses.dataclass
+class _Blob:
+    data: bytes
+    parts: list[bytes]
+
+
+class _Doc(pydantic.BaseModel):
+    name: str
+    body: bytes  # a model dumps bytes as its own config says (UTF-8 text)
+    blob: _Blob
+
+
+_PNG = b"\x89PNG\r\n\x1a\n" + bytes(8)
+
+
+def test_bytes_return_values_come_back_as_the_recorded_bytes(tmp_path: Path) -> None:
+    """Bytes are recorded as base64 text: a replay decodes them for an annotation holding
+    bytes (top level, optional, in containers and dataclasses), not the text's bytes; a
+    pydantic model's bytes come back as the model dumped them."""
+
+    @trace_tool
+    def download() -> bytes:
+        return _PNG
+
+    @trace_tool
+    def maybe() -> bytes | None:
+        return _PNG
+
+    @trace_tool
+    def chunks() -> list[bytes]:
+        return [_PNG, b""]
+
+    @trace_tool
+    def files() -> dict[str, bytes]:
+        return {"a.png": _PNG}
+
+    @trace_tool
+    def blob() -> _Blob:
+        return _Blob(_PNG, [b"\xff"])
+
+    @trace_tool
+    def doc() -> _Doc:
+        return _Doc(name="d", body=b"caf\xc3\xa9", blob=_Blob(b"x", [b"y"]))
+
+    tools = (download, maybe, chunks, files, blob, doc)
+    with record("agent", output=tmp_path / "b.sftrace"):
+        live = [tool() for tool in tools]
+    with replay(tmp_path / "b.sftrace"):
+        replayed = [tool() for tool in tools]
+    assert replayed == live
 
 
 def test_json_shaped_return_annotations_get_the_parsed_value_itself() -> None:

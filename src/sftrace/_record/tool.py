@@ -120,7 +120,9 @@ def return_restorer(func: Callable[..., Any]) -> Restore:
     Replayed values are the recorded JSON. When the function's return annotation is a
     pydantic model, a dataclass, or any type pydantic can validate (``list[Model]``,
     ``datetime``...), the value is validated into that type, so the agent gets the same
-    kind of object it got when the run was recorded. Built lazily, on first replay.
+    kind of object it got when the run was recorded: ``bytes`` (recorded as base64 text)
+    decoded, also inside dataclasses and containers; a pydantic model's fields as its own
+    config says, as it dumped them. Built lazily, on first replay.
     """
     cached: list[Restore] = []
 
@@ -147,17 +149,23 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
             return _identity
     except TypeError:  # unhashable annotation
         pass
-    from pydantic import TypeAdapter
+    from pydantic import ConfigDict, TypeAdapter
 
     try:
-        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        # Recording stores bytes as base64 text (pydantic models: as their own config
+        # says, which they keep here): the config decodes it. In a 1-tuple, since a
+        # TypeAdapter refuses a config for a dataclass or a model itself.
+        adapter: TypeAdapter[Any] = TypeAdapter(
+            tuple[annotation],  # type: ignore[valid-type]
+            config=ConfigDict(val_json_bytes="base64"),
+        )
     except Exception as exc:
         log_once(f"building a replay restorer for {func.__qualname__}", exc)
         return _identity
 
     def restore(value: Any) -> Any:
         try:
-            return adapter.validate_python(value)
+            return adapter.validate_python((value,))[0]
         except Exception as exc:
             log_once(f"restoring the return type of {func.__qualname__}", exc)
             return value
