@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,8 @@ from sftrace import (
     replay_run,
     trace_tool,
 )
+from sftrace._model import attributes as A
+from sftrace._model.serialize import dumps, loads, restore_nonfinite
 from sftrace._record.tool import return_restorer
 
 
@@ -125,6 +128,79 @@ def test_bytes_return_values_come_back_as_the_recorded_bytes(tmp_path: Path) -> 
     with replay(tmp_path / "b.sftrace"):
         replayed = [tool() for tool in tools]
     assert replayed == live
+
+
+class _Stats(pydantic.BaseModel):
+    mean: float
+    spread: list[float]
+
+
+@dataclasses.dataclass
+class _Range:
+    low: float
+    high: float
+
+
+def test_non_finite_float_results_come_back_as_floats(tmp_path: Path) -> None:
+    """NaN and the infinities in a result are stored as "NaN", "Infinity", "-Infinity"
+    with their paths, and come back as floats whatever the annotation (none, float, a
+    model, a dataclass); a string "NaN" stays a string. An input holding NaN matches
+    itself, recorded as null as before."""
+    nan, inf = math.nan, math.inf
+
+    @trace_tool
+    def score(x: float) -> float:
+        return nan
+
+    @trace_tool
+    def limits():  # type: ignore[no-untyped-def]
+        return {"max": inf, "min": -inf, "none": None, "text": "NaN", "xs": [1.5, nan]}
+
+    @trace_tool
+    def top() -> Any:
+        return -inf
+
+    @trace_tool
+    def stats() -> _Stats:
+        return _Stats(mean=nan, spread=[inf, 0.5])
+
+    @trace_tool
+    def bounds() -> _Range:
+        return _Range(-inf, inf)
+
+    def agent() -> list[Any]:
+        return [score(nan), limits(), top(), stats(), bounds()]
+
+    bundle = tmp_path / "n.sftrace"
+    with record("agent", output=bundle) as recording:
+        live = agent()
+        recording.set_output(repr(live))
+    calls = load_bundle(bundle).calls
+    assert calls[0].input == {"x": None}
+    assert calls[1].output_json == (
+        '{"max":"Infinity","min":"-Infinity","none":null,"text":"NaN","xs":[1.5,"NaN"]}'
+    )
+    assert calls[1].attributes[A.OUTPUT_NONFINITE] == '[["max"],["min"],["xs",1]]'
+    with replay(bundle) as session:
+        replayed = agent()
+    assert repr(replayed) == repr(live)
+    assert isinstance(replayed[1]["text"], str)
+    assert session.divergence is None
+    assert [m.action for m in session.matched] == ["substituted"] * 5
+
+
+def test_non_finite_floats_stay_null_outside_results() -> None:
+    """Only a call's result, given ``nonfinite``, holds non-finite floats as strings:
+    inputs and other values keep the null they were recorded as before."""
+    value = {"a": [math.nan, None], "b": math.inf}
+    assert dumps(value) == '{"a":[null,null],"b":null}'
+    paths: list[list[str | int]] = []
+    text = dumps(value, nonfinite=paths, sort_keys=False)
+    assert text == '{"a":["NaN",null],"b":"Infinity"}'
+    assert paths == [["a", 0], ["b"]]
+    assert repr(restore_nonfinite(loads(text), paths)) == repr(value)
+    assert dumps({"a": None}, nonfinite=paths) == '{"a":null}'
+    assert len(paths) == 2
 
 
 def test_json_shaped_return_annotations_get_the_parsed_value_itself() -> None:

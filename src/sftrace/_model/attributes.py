@@ -69,6 +69,9 @@ DIGESTS: Final = "sftrace.digests"
 HANDED_OFF: Final = "sftrace.handed_off"
 # Instead of OUTPUT when the result could not become JSON: why (redacted).
 OUTPUT_UNRECORDED: Final = "sftrace.output.unrecorded"
+# With OUTPUT when the result held non-finite floats, stored there as the strings "NaN",
+# "Infinity", "-Infinity": JSON of their paths (lists of keys and indexes).
+OUTPUT_NONFINITE: Final = "sftrace.output.nonfinite"
 REPLAY_POLICY: Final = "sftrace.replay_policy"
 ERROR_TYPE: Final = "sftrace.error.type"  # qualified name of the exception type
 ERROR_MESSAGE: Final = "sftrace.error.message"

@@ -11,13 +11,14 @@ import orjson
 from sftrace._errors import BundleError, public_error_name
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes, string_value_start
+from sftrace._model.serialize import restore_nonfinite
 from sftrace._model.stored import DIGEST_CHARS, split_digests
 from sftrace._model.text import shorten
 
 LineRef = tuple[bytes | bytearray, int, int, str, int]
 """Where a loaded call's span line is: (data, start, end, file name, line number)."""
 
-NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED, A.HANDED_OFF)
+NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED, A.HANDED_OFF, A.OUTPUT_NONFINITE)
 """Attributes few calls have that a replay asks every call about (answering it, or at
 its start, which calls were handed to threads): a loaded call notes at load which of them
 it has, so :meth:`Call.may_have` tells without searching its line."""
@@ -256,10 +257,16 @@ class Call:
 
     def fresh_output(self) -> Any:
         """The recorded output parsed anew: a new object on every call (a replay hands
-        one to the agent, which may change it). Raises ``BundleError`` like ``output``."""
+        one to the agent, which may change it), its non-finite floats as floats again.
+        Raises ``BundleError`` like ``output``."""
         if self.output_json is None:
             return None
-        return self._parse(A.OUTPUT, self.output_json)
+        value = self._parse(A.OUTPUT, self.output_json)
+        if self.may_have(A.OUTPUT_NONFINITE):
+            paths = self.attributes.get(A.OUTPUT_NONFINITE)
+            if isinstance(paths, str):
+                value = restore_nonfinite(value, self._parse(A.OUTPUT_NONFINITE, paths))
+        return value
 
     def check_values(self) -> None:
         """Raise ``BundleError`` if the recorded input or output is not JSON text: for
@@ -321,7 +328,10 @@ class Call:
             parent_span_id=self.parent_span_id,
             start_time_ns=self.start_time_ns,
             end_time_ns=self.end_time_ns,
-            attributes={**self.attributes, A.OUTPUT: output_json},
+            attributes={
+                **{k: v for k, v in self.attributes.items() if k != A.OUTPUT_NONFINITE},
+                A.OUTPUT: output_json,
+            },
         )
 
     def describe(self) -> dict[str, Any]:
@@ -401,6 +411,7 @@ def _noted(attributes: dict[str, Any]) -> tuple[str, ...]:
         A.REDACTIONS not in attributes
         and A.OUTPUT_UNRECORDED not in attributes
         and A.HANDED_OFF not in attributes
+        and A.OUTPUT_NONFINITE not in attributes
     ):
         return ()
     return tuple(key for key in NOTED_KEYS if key in attributes)

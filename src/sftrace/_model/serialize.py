@@ -6,6 +6,10 @@ Values are converted to JSON before they are stored on a span:
 - dataclasses and pydantic models as objects of their fields; enums as their value;
 - ``datetime``/``date``/``time`` as ISO 8601 strings, ``UUID``, ``Decimal`` and paths as
   strings, ``timedelta`` as seconds;
+- non-finite floats (NaN, infinities) as ``null``, as JSON has no such numbers; a call's
+  result (``dumps(..., nonfinite=paths)``) holds them as the strings ``"NaN"``,
+  ``"Infinity"`` and ``"-Infinity"`` instead, and ``paths`` says where, so a replay hands
+  back floats (``restore_nonfinite``);
 - ``bytes`` as base64 text (of the bytes as the registered bytes filter leaves them:
   recording redacts the text of bytes holding UTF-8 before encoding);
 - sets and frozensets as arrays sorted by the canonical JSON of their items (a total
@@ -208,6 +212,7 @@ def dumps(
     serializer: Serializer | None = None,
     what: str = "value",
     sort_keys: bool = True,
+    nonfinite: list[list[str | int]] | None = None,
 ) -> str:
     """Return the JSON text of ``value``: canonical (sorted keys) unless ``sort_keys=False``.
 
@@ -216,39 +221,160 @@ def dumps(
     agent that re-serializes a tool result would send different text on replay.
     ``what`` names the value in errors (a parameter name, ``"return value"``...).
     Raises ``TraceSerializationError`` naming the JSON path and type that failed.
+
+    Non-finite floats become ``null``; with ``nonfinite`` (a call's result, which a
+    replay hands back) they become ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` and their
+    paths (lists of keys and indexes) are appended to ``nonfinite``.
     """
     options = _OPTIONS if sort_keys else _UNSORTED_OPTIONS
+    default = _builtin_default if serializer is None else _make_default(serializer)
     try:
-        default = _builtin_default if serializer is None else _make_default(serializer)
-        return orjson.dumps(value, default=default, option=options).decode()
+        data: bytes | None = orjson.dumps(value, default=default, option=options)
     except Exception:
-        # Slow path, only on failure: walk the value to name the offending path.
-        converted = to_json(value, serializer=serializer, what=what)
+        data = None
+    if data is not None:
+        # orjson writes a non-finite float as null: only text with a null can hold one.
+        if nonfinite is None or b"null" not in data or not _holds_nonfinite(value, default):
+            return data.decode()
         try:
-            return orjson.dumps(converted, option=options).decode()
-        except Exception as exc:  # not expected: to_json checks what orjson refuses
-            raise _error(what, value, f"{type(exc).__name__}: {exc}") from exc
+            converted = _convert(value, serializer, what, 0, True)
+        except TraceSerializationError:  # a value only orjson takes (a numpy array)
+            return data.decode()
+        nonfinite.extend(_nonfinite_paths(converted))
+        return orjson.dumps(converted, option=options).decode()
+    # Slow path, only on failure: walk the value to name the offending path.
+    converted = _convert(value, serializer, what, 0, nonfinite is not None)
+    if nonfinite is not None:
+        nonfinite.extend(_nonfinite_paths(converted))
+    try:
+        return orjson.dumps(converted, option=options).decode()
+    except Exception as exc:  # not expected: to_json checks what orjson refuses
+        raise _error(what, value, f"{type(exc).__name__}: {exc}") from exc
+
+
+class _NonFinite(str):
+    """The text of a non-finite float in a converted result (found by its class)."""
+
+    __slots__ = ()
+
+
+_SKIPPED = (
+    bytes,
+    bytearray,
+    memoryview,
+    _dt.date,
+    _dt.time,
+    _dt.timedelta,
+    uuid.UUID,
+    decimal.Decimal,
+    pathlib.PurePath,
+)
+
+
+def _holds_nonfinite(value: Any, default: Callable[[Any], Any]) -> bool:
+    """Whether ``value``, which orjson has just written, holds a non-finite float
+    (looking into what ``default`` converts, as orjson did)."""
+    stack = [value]
+    pop, extend, isfinite = stack.pop, stack.extend, math.isfinite
+    while stack:
+        item = pop()
+        cls = type(item)
+        if cls is str or cls is int or cls is bool or item is None:
+            continue
+        if cls is float:
+            if not isfinite(item):
+                return True
+        elif cls is dict:
+            extend(item.values())
+        elif cls is list:
+            extend(item)
+        elif isinstance(item, str | int):
+            continue
+        elif isinstance(item, float):
+            if not isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, enum.Enum):
+            stack.append(item.value)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(getattr(item, field.name) for field in dataclasses.fields(item))
+        elif not isinstance(item, _SKIPPED):
+            try:
+                stack.append(default(item))
+            except Exception:  # what orjson wrote natively (numpy): left as it wrote it
+                continue
+    return False
+
+
+def _nonfinite_paths(converted: JSON) -> list[list[str | int]]:
+    """The paths of the non-finite floats in a converted value."""
+    found: list[list[str | int]] = []
+    stack: list[tuple[JSON, list[str | int]]] = [(converted, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _NonFinite):
+            found.append(path)
+        elif isinstance(item, dict):
+            stack.extend((child, [*path, key]) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, [*path, index]) for index, child in enumerate(item))
+    found.reverse()
+    return found
+
+
+_NONFINITE_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def restore_nonfinite(value: JSON, paths: Any) -> Any:
+    """``value`` (a parsed result) with the strings at ``paths`` (as ``dumps`` appended
+    them to ``nonfinite``) turned back into the floats they were. Paths that do not lead
+    to such a string are skipped."""
+    if not isinstance(paths, list):
+        return value
+    for path in paths:
+        if not isinstance(path, list):
+            continue
+        if not path:
+            if isinstance(value, str) and value in _NONFINITE_FLOATS:
+                value = _NONFINITE_FLOATS[value]
+            continue
+        parent: Any = value
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            text = parent[path[-1]]
+            if isinstance(text, str) and text in _NONFINITE_FLOATS:
+                parent[path[-1]] = _NONFINITE_FLOATS[text]
+        except (KeyError, IndexError, TypeError):
+            continue
+    return value
 
 
 def to_json(value: Any, *, serializer: Serializer | None = None, what: str = "value") -> JSON:
     """Return ``value`` converted to plain JSON-compatible Python values."""
-    return _convert(value, serializer, what, 0)
+    return _convert(value, serializer, what, 0, False)
 
 
 # JSON numbers are stored as 64-bit integers (signed, or unsigned when positive).
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
-def _convert(value: Any, serializer: Serializer | None, path: str, depth: int) -> JSON:
+def _convert(value: Any, serializer: Serializer | None, path: str, depth: int, texts: bool) -> JSON:
+    """``texts``: non-finite floats as ``_NonFinite`` texts, not ``None``."""
     try:
-        return _convert_value(value, serializer, path, depth)
+        return _convert_value(value, serializer, path, depth, texts)
     except TraceSerializationError:
         raise
     except Exception as exc:  # a model_dump, serializer, property or __iter__ that raises
         raise _error(path, value, f"converting it raised {_describe(exc)}") from exc
 
 
-def _convert_value(value: Any, serializer: Serializer | None, path: str, depth: int) -> JSON:
+def _convert_value(
+    value: Any, serializer: Serializer | None, path: str, depth: int, texts: bool
+) -> JSON:
     if depth > 200:
         raise _error(path, value, "it is nested more than 200 levels deep (a cycle?)")
     if value is None or isinstance(value, bool):
@@ -257,16 +383,20 @@ def _convert_value(value: Any, serializer: Serializer | None, path: str, depth: 
         return _checked_str(value, path)
     if isinstance(value, int):
         if isinstance(value, enum.Enum):
-            return _convert(value.value, serializer, path, depth + 1)
+            return _convert(value.value, serializer, path, depth + 1, texts)
         if not _INT_MIN <= value <= _INT_MAX:
             raise _error(path, value, "the integer is outside the 64-bit range of JSON numbers")
         return int(value)
     if isinstance(value, float):
         if isinstance(value, enum.Enum):
-            return _convert(value.value, serializer, path, depth + 1)
-        return float(value) if math.isfinite(value) else None
+            return _convert(value.value, serializer, path, depth + 1, texts)
+        if math.isfinite(value):
+            return float(value)
+        if not texts:
+            return None
+        return _NonFinite("NaN" if value != value else "Infinity" if value > 0 else "-Infinity")
     if isinstance(value, enum.Enum):
-        return _convert(value.value, serializer, path, depth + 1)
+        return _convert(value.value, serializer, path, depth + 1, texts)
     if isinstance(value, dict | Mapping):
         result: dict[str, JSON] = {}
         for key, item in value.items():
@@ -275,15 +405,18 @@ def _convert_value(value: Any, serializer: Serializer | None, path: str, depth: 
             if not isinstance(key, str | int | float | bool) and key is not None:
                 raise _error(f"{path}[{key!r}]", key, "dict keys must be strings or numbers")
             name = _checked_str(key, path) if isinstance(key, str) else orjson.dumps(key).decode()
-            result[name] = _convert(item, serializer, f"{path}.{name}", depth + 1)
+            result[name] = _convert(item, serializer, f"{path}.{name}", depth + 1, texts)
         return result
     if isinstance(value, list | tuple):
         return [
-            _convert(item, serializer, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)
+            _convert(item, serializer, f"{path}[{i}]", depth + 1, texts)
+            for i, item in enumerate(value)
         ]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: _convert(getattr(value, f.name), serializer, f"{path}.{f.name}", depth + 1)
+            f.name: _convert(
+                getattr(value, f.name), serializer, f"{path}.{f.name}", depth + 1, texts
+            )
             for f in dataclasses.fields(value)
         }
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
@@ -291,7 +424,7 @@ def _convert_value(value: Any, serializer: Serializer | None, path: str, depth: 
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, set | frozenset):  # sorted by the JSON of the converted items
-        items = [_convert(item, serializer, f"{path}[]", depth + 1) for item in value]
+        items = [_convert(item, serializer, f"{path}[]", depth + 1, texts) for item in value]
         return sorted(items, key=_json_key)
     converted = _known(value, _make_default(serializer))
     if converted is _UNKNOWN:
@@ -301,7 +434,7 @@ def _convert_value(value: Any, serializer: Serializer | None, path: str, depth: 
             converted = serializer(value)
         except Exception as exc:
             raise _error(path, value, f"the serializer refused it ({_describe(exc)})") from exc
-    return _convert(converted, serializer, path, depth + 1)
+    return _convert(converted, serializer, path, depth + 1, texts)
 
 
 def _checked_str(value: str, path: str) -> str:

@@ -200,12 +200,14 @@ class BoundaryCall:
         if extra:  # what the caller says wins over what the response says
             self.span.set_attributes(extra)
         what = f"{self.spec.kind} {self.spec.name!r} result"
+        nonfinite: list[list[str | int]] = []
         try:
             output_json = dumps(
                 value,
                 serializer=self.spec.serializer or self.run.serializer,
                 what=what,
                 sort_keys=False,
+                nonfinite=nonfinite,
             )
         except TraceSerializationError as exc:  # never break the host: mark it, go on
             reason, records = unrecorded_reason(self.run, exc)
@@ -217,6 +219,8 @@ class BoundaryCall:
         if decision is not None and decision.action is Action.DERIVED:
             self._check_derived(decision, output_json)
         self._set_output(output_json)
+        if nonfinite:  # where the strings stand for floats: a replay hands back floats
+            self.span.set_attribute(A.OUTPUT_NONFINITE, canonical(nonfinite))
         if self.spec.kind == A.KIND_LLM:
             found = llm_response_attributes(value)
             self.span.set_attributes({k: v for k, v in found.items() if k not in (extra or ())})
@@ -242,6 +246,10 @@ class BoundaryCall:
             self._set_output(self._redacted_output(output_json))
         else:  # the recorded text: the recording's digest of it holds
             self._set_output(output_json, self.output_digest)
+            if recorded.may_have(A.OUTPUT_NONFINITE):
+                nonfinite = recorded.attributes.get(A.OUTPUT_NONFINITE)
+                if isinstance(nonfinite, str):
+                    self.span.set_attribute(A.OUTPUT_NONFINITE, nonfinite)
         if self.spec.kind == A.KIND_LLM:
             attributes = recorded.attributes
             self.span.set_attributes(
