@@ -264,6 +264,7 @@ def test_strict_mismatch_names_the_later_recorded_call_it_matches(tmp_path: Path
         agents.book(booked.input["flight_id"])
     message = str(caught.value)
     assert f"the recording makes this call later, as call {booked.seq}" in message
+    assert f"the agent now skips recorded calls 1-{booked.seq - 1} before it" in message
     assert "match='unordered'" in message
     with replay(bundle), pytest.raises(ReplayMismatchError) as caught:
         agents.book("XX9")

@@ -78,9 +78,13 @@ def mismatch_error(
         lines.append("  input differs at:")
         lines.append(format_differences(diffs, left="recorded", right="reached"))
     if later is not None and not concurrent:
+        first = recorded.seq if recorded is not None else later.seq
+        one = later.seq - first <= 1
+        skipped = f"recorded call {first}" if one else f"recorded calls {first}-{later.seq - 1}"
         lines.append(
-            f"  the recording makes this call later, as call {later.seq}: calls made "
-            f"concurrently (threads, asyncio tasks) can change order from run to run; "
+            f"  the recording makes this call later, as call {later.seq}: the agent now "
+            f"skips {skipped} before it, or makes {'it' if one else 'them'} after it; if "
+            f"its calls may change order from run to run (threads, asyncio tasks), "
             f"match='unordered' (CLI: --match unordered) matches each call by kind, name "
             f"and input instead of position"
         )
