@@ -85,6 +85,9 @@ ERROR_STATUS_CODE: Final = "sftrace.error.status_code"  # an SDK error's HTTP st
 ERROR_BODY: Final = "sftrace.error.body"  # JSON of an SDK error's response body (redacted)
 ERROR_STEP: Final = "sftrace.error.step"  # seq of the boundary the run failed in
 CANCELLED: Final = "sftrace.cancelled"
+# True on a cancelled async call whose own code raised the CancelledError (its task was not
+# being cancelled); absent when it was cancelled from outside (a timeout, task.cancel()).
+CANCELLED_WITHIN: Final = "sftrace.cancelled.within"
 STATUS: Final = "sftrace.status"  # run status: "completed" or "failed"
 USAGE_TOTAL_TOKENS: Final = "sftrace.usage.total_tokens"
 COST_USD: Final = "sftrace.cost_usd"

@@ -104,6 +104,8 @@ class CallFailure:
     body_json: str | None = None
     fields_json: str | None = None
     cause_json: str | None = None
+    # The call's own code raised its CancelledError: nothing outside cancelled it.
+    cancelled_within: bool = False
 
 
 class Call:
@@ -377,6 +379,7 @@ def call_from_span(
             body_json=_text(get(A.ERROR_BODY)),
             fields_json=_text(get(A.ERROR_FIELDS)),
             cause_json=_text(get(A.ERROR_CAUSE)),
+            cancelled_within=get(A.CANCELLED_WITHIN) is True,
         )
     kind = attributes[A.KIND]
     if kind == A.KIND_LLM:

@@ -25,6 +25,11 @@ from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
 from sftrace._model.stored import value_digest
+from sftrace._record.cancellation import (
+    await_cancellation,
+    cancelled_within,
+    waits_for_cancellation,
+)
 from sftrace._record.failure import failure_details
 from sftrace._record.intercept import HANDOFF, RUNS_BODY, Action, Decision, Reached
 from sftrace._record.run import ActiveRun, exception_type_name, own_span_context, record_failure
@@ -194,6 +199,23 @@ class BoundaryCall:
             return value
         return restore(self.finish_recorded())
 
+    async def asubstitute(self, restore: Restore) -> Any:
+        """:meth:`substitute` for an async call (see :meth:`await_recorded_cancellation`)."""
+        await self.await_recorded_cancellation()
+        return self.substitute(restore)
+
+    async def await_recorded_cancellation(self) -> None:
+        """Before an async call answers from the recording: when the recorded call was
+        cancelled from outside (a timeout, ``task.cancel()``), wait until the replaying
+        code cancels it too (see ``_record/cancellation.py``)."""
+        decision = self.decision
+        if (
+            decision is not None
+            and decision.action is Action.RAISE
+            and waits_for_cancellation(decision)
+        ):
+            await await_cancellation(decision, self.run.replay)
+
     def finish(self, value: Any, extra: Mapping[str, Any] | None = None) -> None:
         """Record a result produced by the body (or the manual handler); ``extra``:
         attributes the caller knows of it (an LLM call's usage or cost)."""
@@ -341,6 +363,8 @@ class BoundaryCall:
         span.set_attributes(details)
         if isinstance(exc, asyncio.CancelledError):
             span.set_attribute(A.CANCELLED, True)
+            if cancelled_within():
+                span.set_attribute(A.CANCELLED_WITHIN, True)
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}"))
         self.run.note_failure(exc, self.seq)
 
@@ -400,7 +424,7 @@ async def call_async(
             value = await body()
             call.finish(value, extra)
             return value
-        result: T = call.substitute(restore)
+        result: T = await call.asubstitute(restore)
         return result
     except BaseException as exc:
         call.fail(exc)

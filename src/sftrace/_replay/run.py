@@ -215,6 +215,15 @@ def run_failure_message(spans: Iterable[ReadableSpan]) -> str | None:
     return None
 
 
+def _cancelled_for_real() -> bool:
+    """Whether the task awaiting the replay is being cancelled (``task.cancel()``, a
+    timeout around ``areplay_run``): that cancellation propagates. Otherwise a
+    ``CancelledError`` the entrypoint ended with is the agent's own (a recorded
+    cancellation it let through), its result's ``error``."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _result(
     session: ReplaySession, value: Any, error: BaseException | None, has_output: bool
 ) -> ReplayResult:
@@ -283,7 +292,8 @@ def replay_run(
     ``run_input`` as its one argument when one was recorded, else with no arguments; an
     async entrypoint is awaited (also when called from inside a running event loop: it
     then runs in a worker thread; in async code prefer :func:`areplay_run`). The agent's
-    exception, if any, is in ``result.error``. ``save``: also write the replayed run as a
+    exception, if any, is in ``result.error`` (a ``CancelledError`` too: an entrypoint
+    ending in one is a ``failed`` result). ``save``: also write the replayed run as a
     bundle at this path (``overwrite`` to replace one). ``agent_version``: the version
     of the agent replayed, carried by the replayed run (default: the recorded one). Other
     options as in ``replay()``.
@@ -322,7 +332,9 @@ def run_replay(
             value = target(*_call_args(session.bundle))
             if inspect.isawaitable(value):
                 value = _run_coroutine(value)
-        except (Exception, SystemExit) as exc:
+        # A CancelledError here is the agent's own: nothing can cancel this synchronous
+        # caller, and asyncio.run turns a Ctrl-C of its task into KeyboardInterrupt.
+        except (Exception, SystemExit, asyncio.CancelledError) as exc:
             error = exc
         has_output = session.has_output
         end_with(session, value, error)
@@ -345,7 +357,10 @@ async def areplay_run(
     match_ignore: Mapping[str, Iterable[str]] | None = None,
     on_miss: str = "error",
 ) -> ReplayResult:
-    """The async twin of :func:`replay_run`, awaiting an async entrypoint in this loop."""
+    """The async twin of :func:`replay_run`, awaiting an async entrypoint in this loop.
+
+    A real cancellation of the task awaiting it (``task.cancel()``, a timeout around
+    it) propagates; any other ``CancelledError`` of the entrypoint is ``result.error``."""
     target = resolve_entrypoint(entrypoint)
     options = ReplayOptions.build(
         mode=mode,
@@ -380,6 +395,10 @@ async def arun_replay(
             if inspect.isawaitable(value):
                 value = await value
         except (Exception, SystemExit) as exc:
+            error = exc
+        except asyncio.CancelledError as exc:
+            if _cancelled_for_real():
+                raise
             error = exc
         has_output = session.has_output
         end_with(session, value, error)

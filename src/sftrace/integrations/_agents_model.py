@@ -152,7 +152,7 @@ def _get_response(original: Any, options: Options) -> Any:
             return await original(self, *args, **kwargs)  # type: ignore[no-any-return]
         with ending(call):
             if not call.runs_body:
-                restored: ModelResponse = call.substitute(_restore_response)
+                restored: ModelResponse = await call.asubstitute(_restore_response)
                 return restored
             with inside_sdk_call():
                 response: ModelResponse = await original(self, *args, **kwargs)

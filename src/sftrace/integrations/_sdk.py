@@ -240,6 +240,7 @@ async def call_async(
     call, kwargs = begun
     with ending(call) as end:
         if not call.runs_body:
+            await call.await_recorded_cancellation()
             return _replayed(endpoint, resource, call, kwargs, is_async=True)
         with inside_sdk_call():
             response = await body(kwargs)

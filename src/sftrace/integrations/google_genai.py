@@ -190,7 +190,7 @@ def _wrap_async(original: Any, options: Options, provider: str, *, stream: bool)
         with ending(call) as end:
             if not call.runs_body:
                 restore = functools.partial(_restore, kwargs, stream=stream, is_async=True)
-                return call.substitute(restore)
+                return await call.asubstitute(restore)
             with inside_sdk_call():
                 response = await original(**kwargs)
             if stream:

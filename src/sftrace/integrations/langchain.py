@@ -232,6 +232,7 @@ class TracedChatModel(BaseChatModel):
         call = self._begin(run, messages, stop, kwargs)
         with ending(call):
             if not call.runs_body:
+                await call.await_recorded_cancellation()
                 return _replayed_result(call)
             result = await self.inner._agenerate(messages, stop=stop, **call_kwargs)
             call.finish(result_output(result))

@@ -222,7 +222,7 @@ async def _call_async(
     call, kwargs = begun
     with ending(call) as end:
         if not call.runs_body:
-            return call.substitute(functools.partial(_restore, kwargs, is_async=True))
+            return await call.asubstitute(functools.partial(_restore, kwargs, is_async=True))
         with inside_sdk_call():
             response = await function(**kwargs)
         if isinstance(response, CustomStreamWrapper):

@@ -229,7 +229,7 @@ def _wrap(
             return await function(*args, **kwargs)
         with ending(call):
             if not call.runs_body:
-                return call.substitute(_restorer(method, owner))
+                return await call.asubstitute(_restorer(method, owner))
             if connect is not None:
                 await connect()
             with inside_sdk_call():
