@@ -2,16 +2,19 @@
 
 Every command lives in a ``_cli/<area>.py`` module exposing ``register(group)``; this
 module owns the group, ``--debug`` and the error policy: bad input prints one line on
-stderr and exits 2 (``--debug`` shows the traceback), never a bare traceback.
+stderr and exits 2 (``--debug`` shows the traceback), never a bare traceback; so does any
+unexpected exception of a command, naming the command and the exception's type.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import click
 
@@ -45,7 +48,54 @@ class CliState:
         self.debug = debug
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# click's own exceptions (Exit and Abort are RuntimeErrors) pass through the policy.
+_CLICK_EXCEPTIONS = (
+    click.exceptions.ClickException,
+    click.exceptions.Exit,
+    click.exceptions.Abort,
+)
+
+
+def _debugging() -> bool:
+    context = click.get_current_context(silent=True)
+    state = None if context is None else context.find_object(CliState)
+    return state is not None and state.debug
+
+
+def _error_line(exc: BaseException) -> str:
+    return f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}"
+
+
+def _unexpected_line(what: str, exc: BaseException) -> str:
+    message = one_line(str(exc), 300)
+    detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return f"sftrace: error: {what} failed: {detail} (run with --debug for the traceback)"
+
+
+class SftraceGroup(click.Group):
+    """The group; applies the error policy to every command, also one that raises outside
+    :func:`bad_input_policy` and under ``click.testing.CliRunner``."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _CLICK_EXCEPTIONS:
+            raise
+        except (SftraceError, OSError) as exc:
+            if _debugging():
+                traceback.print_exc()
+            echo(_error_line(exc), err=True)
+            raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
+        except (Exception, asyncio.CancelledError) as exc:
+            if _debugging():
+                traceback.print_exc()
+            command = ctx.invoked_subcommand
+            what = f"`sftrace {command}`" if command else "sftrace"
+            echo(_unexpected_line(what, exc), err=True)
+            raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
+
+
+@click.group(cls=SftraceGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sftrace")
 @click.option("--debug", is_flag=True, help="Show full tracebacks for errors.")
 @click.pass_context
@@ -66,10 +116,9 @@ def bad_input_policy() -> Iterator[None]:
     try:
         yield
     except (SftraceError, OSError) as exc:
-        state = click.get_current_context().find_object(CliState)
-        if state is not None and state.debug:
+        if _debugging():
             traceback.print_exc()
-        echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
+        echo(_error_line(exc), err=True)
         raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
 
 
@@ -91,7 +140,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (SftraceError, OSError) as exc:
         if debug:
             traceback.print_exc()
-        echo(f"sftrace: error: {one_line(str(exc)) or type(exc).__name__}", err=True)
+        echo(_error_line(exc), err=True)
+        code = EXIT_BAD_INPUT
+    except Exception as exc:  # raised outside any command (the group's own option parsing)
+        if debug:
+            traceback.print_exc()
+        echo(_unexpected_line("sftrace", exc), err=True)
         code = EXIT_BAD_INPUT
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
