@@ -4,6 +4,8 @@ error) as a finding; a replay's divergence noted for ``compare``'s REPLAY_DIVERG
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sftrace._model.calls import Call, CallRef
 from sftrace._model.jsonpath import JsonPath, strip
 from sftrace._model.text import first_line, pluralize, preview
@@ -71,6 +73,7 @@ def compare_calls(
         ),
         default=-1,
     )
+    reordered = _reordered_by_the_agent(base, left_positions, alignment.rows)
     aligned: list[AlignedCall] = []
     for status, li, ri in alignment.rows:
         lref = CallRef.of(left[li], left_positions[li] + 1) if li is not None else None
@@ -91,8 +94,9 @@ def compare_calls(
                 f"{preview(rcall.input)}",
                 candidate=rref,
             )
-        elif not (status == "moved" and cand.order_free):
-            # An unordered replay accepted its calls in any order: a moved call is no finding.
+        elif not (status == "moved" and (cand.order_free or li not in reordered)):
+            # An unordered replay accepted its calls in any order, and calls the baseline
+            # made concurrently come in any order: a moved call is no finding then.
             _placement(builder, status, (lcall, lref), (rcall, rref))
         if lcall is not None and rcall is not None and lref is not None and rref is not None:
             _compare_pair(builder, lcall, rcall, lref, rref, cand.tiers.get(rcall.seq))
@@ -100,6 +104,34 @@ def compare_calls(
                 status = "changed"
         aligned.append(AlignedCall(status, lref, rref))
     return aligned, alignment.approximate
+
+
+def _reordered_by_the_agent(
+    base: ComparedRun, left_positions: list[int], rows: Sequence[tuple[str, int | None, int | None]]
+) -> frozenset[int]:
+    """The moved calls (indexes into the aligned baseline calls) whose order the agent
+    changed: each comes on the other side of a call that the baseline shows it made
+    before (or after) in the agent's own order. Where the baseline's calls overlapped or
+    were handed to threads (``base.concurrency``), a call that only changed places with
+    calls it ran concurrently with moved by the scheduler's hand; a sequential baseline
+    has every moved call."""
+    moved = [(li, ri) for status, li, ri in rows if status == "moved" and li is not None]
+    concurrency = base.concurrency
+    if concurrency is None or not moved:
+        return frozenset(li for li, _ in moved)
+    paired = [(li, ri) for _, li, ri in rows if li is not None and ri is not None]
+    changed = set()
+    for li, ri in moved:
+        assert ri is not None
+        i = left_positions[li]
+        for lk, rk in paired:
+            if lk == li or (lk < li) == (rk < ri):
+                continue
+            k = left_positions[lk]
+            if concurrency.before(i, k) or concurrency.before(k, i):
+                changed.add(li)
+                break
+    return frozenset(changed)
 
 
 def _placement(

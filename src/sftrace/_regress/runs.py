@@ -31,6 +31,7 @@ from sftrace._model.text import first_line
 from sftrace._regress.findings import RunSummary
 
 if TYPE_CHECKING:
+    from sftrace._replay.concurrency import Concurrency
     from sftrace._replay.run import ReplayResult
 
 __all__ = [
@@ -86,6 +87,9 @@ class ComparedRun:
     run_id: str | None = None
     derived_from: str | None = None
     nesting: dict[int, list[int]] = field(default_factory=dict)
+    # For a bundle whose calls overlapped or were handed to threads: which of its calls
+    # the recording shows made in an order of the agent's (see _replay/concurrency.py).
+    concurrency: Concurrency | None = None
 
     def summary(self) -> RunSummary:
         return RunSummary(
@@ -115,12 +119,14 @@ def replayed_output(result: ReplayResult) -> tuple[bool, Any]:
 def as_run(value: Any, label: str) -> ComparedRun:
     """Adapt a bundle, a bundle path or a ``ReplayResult`` to what comparison reads."""
     from sftrace._record.run import exception_type_name, run_failure
+    from sftrace._replay.concurrency import concurrency_of
     from sftrace._replay.run import ReplayResult, ended_by_divergence
 
     if isinstance(value, str | os.PathLike):
         value = load_bundle(value)
     if isinstance(value, Bundle):
         failure = value.failure
+        nesting = inner_calls(value.calls, value.span_parents)
         derived = value.manifest.derived_from
         failure_type = failure.type if failure is not None and value.status == "failed" else None
         return ComparedRun(
@@ -139,7 +145,8 @@ def as_run(value: Any, label: str) -> ComparedRun:
             order_free=(derived or {}).get("match") == "unordered",
             run_id=value.manifest.run_id,
             derived_from=(derived or {}).get("run_id"),
-            nesting=inner_calls(value.calls, value.span_parents),
+            nesting=nesting,
+            concurrency=concurrency_of(list(value.calls), value.span_parents, nesting),
         )
     if isinstance(value, ReplayResult):
         has_output, output = replayed_output(value)
