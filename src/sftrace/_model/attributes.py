@@ -83,6 +83,8 @@ ERROR_FIELDS: Final = "sftrace.error.fields"
 ERROR_CAUSE: Final = "sftrace.error.cause"
 ERROR_STATUS_CODE: Final = "sftrace.error.status_code"  # an SDK error's HTTP status code
 ERROR_BODY: Final = "sftrace.error.body"  # JSON of an SDK error's response body (redacted)
+# JSON array of {"seq", "kind", "name"}: calls still running when the run ended (run span)
+UNFINISHED: Final = "sftrace.unfinished"
 ERROR_STEP: Final = "sftrace.error.step"  # seq of the boundary the run failed in
 CANCELLED: Final = "sftrace.cancelled"
 # True on a cancelled async call whose own code raised the CancelledError (its task was not

@@ -121,6 +121,7 @@ class BoundaryCall:
         self.run = run
         self.spec = spec
         self.seq = seq = run.next_seq()
+        run.open_calls[seq] = spec
         # Redacted before the span exists: no processor or exporter ever sees the secret,
         # and a replay matches the redacted input against the redacted recording.
         input_json, found = run.redactor.redact_json(input_json, known=run.known_secrets)
@@ -383,6 +384,7 @@ class BoundaryCall:
             self.detach()
         finally:
             self.span.end(end_time=end_time)
+            self.run.open_calls.pop(self.seq, None)
 
 
 def call_sync(

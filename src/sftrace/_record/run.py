@@ -24,6 +24,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from sftrace._bundle.format import STATUS_COMPLETED, STATUS_FAILED
 from sftrace._errors import RecordedDependencyError
+from sftrace._internal import logger
 from sftrace._model import attributes as A
 from sftrace._model.serialize import Serializer, canonical, register_bytes_filter
 from sftrace._record import threads
@@ -62,6 +63,10 @@ class ActiveRun:
         )
         self.replay = replay
         self.closed = False
+        # seq -> the BoundarySpec of each call started and not yet ended (see exit_run),
+        # and those still running when the run ended
+        self.open_calls: dict[int, Any] = {}
+        self.unfinished: dict[int, Any] = {}
         self.output_json: str | None = None
         self.has_output = False
         # id(exception) -> (exception, seq of the innermost call it was raised through)
@@ -169,11 +174,31 @@ def enter_run(run: ActiveRun) -> object:
 
 
 def exit_run(run: ActiveRun, token: object = None) -> None:
-    """Close ``run``: from now on its context holds no run (its calls run for real)."""
+    """Close ``run``: from now on its context holds no run (its calls run for real).
+
+    Calls of the run still running then (work handed to a thread pool or a task that the
+    run did not wait for) end after the run and its bundle: say so, naming them."""
     run.closed = True
     with _active_lock:
         if run in _active:
             _active.remove(run)
+    still_open = run.open_calls.copy()  # one step: other threads may end calls meanwhile
+    run.unfinished = still_open
+    if still_open:
+        shown = ", ".join(
+            f"{spec.kind} {spec.name} (call {seq})" for seq, spec in sorted(still_open.items())[:5]
+        )
+        more = f" and {len(still_open) - 5} more" if len(still_open) > 5 else ""
+        logger.warning(
+            "sftrace: run %s ended while %d of its calls were still running: %s%s. They "
+            "end after the run and are not in its bundle, so a replay may reach them or "
+            "not. Wait for work the run hands to threads or tasks before leaving it "
+            "(future.result(), executor.shutdown(wait=True), awaiting the task)",
+            run.run_id,
+            len(still_open),
+            shown,
+            more,
+        )
 
 
 def _redact_bytes(data: bytes) -> bytes:
@@ -310,6 +335,12 @@ def mark_run_end(run: ActiveRun, exc: BaseException | None) -> None:
         span.set_status(Status(StatusCode.ERROR, f"{error_type}: {message}"))
     else:
         span.set_attribute(A.STATUS, STATUS_COMPLETED)
+    if run.unfinished:
+        unfinished = [
+            {"seq": seq, "kind": spec.kind, "name": spec.name}
+            for seq, spec in sorted(run.unfinished.items())
+        ]
+        span.set_attribute(A.UNFINISHED, canonical(unfinished))
     if run.has_output and run.output_json is not None:
         span.set_attribute(A.RUN_OUTPUT, run.output_json)
     redactions = run.sorted_redactions()

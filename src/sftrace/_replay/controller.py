@@ -96,6 +96,9 @@ class ReplayController:
         # every recorded input, which a replay whose inputs all match exactly never needs).
         self._by_key: dict[MatchTier, dict[tuple[Identity, str], deque[int]]] = {}
         self.covered: list[Call] = []  # recorded calls inside a substituted call
+        # (kind, name) -> seq of recorded calls still running when the recorded run ended
+        # (the bundle lacks them): named where a replay reaches such a call
+        self.unfinished: dict[tuple[str, str], int] = {}
         self._inner = inner_calls(calls, span_parents or {})
         # For a recording whose calls overlapped (a thread pool, asyncio tasks): which of
         # them a strict replay may take out of the recorded order (None: none may; an
@@ -432,7 +435,9 @@ class ReplayController:
         return candidates[0] if candidates else None
 
     def _exhausted(self, number: int, reached: Reached) -> ReplayExhaustedError:
-        return exhausted_error(number, reached, len(self.calls))
+        return exhausted_error(
+            number, reached, len(self.calls), self.unfinished.get((reached.kind, reached.name))
+        )
 
     def _mismatch(
         self, number: int, reached: Reached, recorded: Call | None, *, unordered: bool
@@ -446,6 +451,7 @@ class ReplayController:
             and call_identity(recorded) == call_identity(reached),
             later=None if unordered else self._later_match(reached),
             concurrent=self.concurrency is not None,
+            unfinished=self.unfinished.get((reached.kind, reached.name)),
         )
 
     def _apply_policy(self, number: int, recorded: Call, reached: Reached) -> Decision:

@@ -23,15 +23,31 @@ def nearest_of(same: list[Call], reached: Reached) -> Call:
     return min(ties, key=lambda tie: unlikeness(tie[0]))[1]
 
 
-def exhausted_error(number: int, reached: Reached, count: int) -> ReplayExhaustedError:
-    """Reached call ``number`` finds all ``count`` recorded calls used."""
-    return ReplayExhaustedError(
+def exhausted_error(
+    number: int, reached: Reached, count: int, unfinished: int | None = None
+) -> ReplayExhaustedError:
+    """Reached call ``number`` finds all ``count`` recorded calls used; ``unfinished``:
+    the seq of a recorded call of the same kind and name that was still running when the
+    recorded run ended (the bundle lacks it)."""
+    message = (
         f"replay exhausted at call {number}: reached {reached.label} with input "
         f"{shorten(reached.input_json, 200)}, but {'the' if count == 1 else 'all'} "
         f"{pluralize(count, 'recorded call')} {were(count)} already used; the agent makes "
-        f"more calls than the recorded run did",
-        call_number=number,
-        reached=reached.describe(),
+        f"more calls than the recorded run did"
+    )
+    if unfinished is not None:
+        message += "\n" + unfinished_hint(unfinished, reached)
+    return ReplayExhaustedError(message, call_number=number, reached=reached.describe())
+
+
+def unfinished_hint(seq: int, reached: Reached) -> str:
+    """What to say of a reached call the recording left running when its run ended."""
+    return (
+        f"  the recorded run ended while its call {seq} ({reached.label}) was still "
+        f"running, so the bundle lacks it: the recording did not wait for work it handed "
+        f"to a thread or task (it logged a warning); wait for it before the run ends "
+        f"(future.result(), executor.shutdown(wait=True), awaiting the task) and record "
+        f"again"
     )
 
 
@@ -44,11 +60,14 @@ def mismatch_error(
     same_identity: bool,
     later: Call | None,
     concurrent: bool,
+    unfinished: int | None = None,
 ) -> ReplayMismatchError:
     """Reached call ``number`` does not match ``recorded`` (the call at its position, or
     the nearest unused one when ``unordered``); ``same_identity``: the two have the same
     kind, name and provider; ``later``: an unused recorded call after the position that
-    it matches; ``concurrent``: the recording has calls made concurrently."""
+    it matches; ``concurrent``: the recording has calls made concurrently; ``unfinished``:
+    the seq of a call of ``reached``'s kind and name still running when the recorded run
+    ended."""
     diffs: list[tuple[str, Any, Any]] = []
     lines: list[str] = []
     if unordered:
@@ -96,6 +115,8 @@ def mismatch_error(
             f"to run, match='unordered' (CLI: --match unordered) matches each call by "
             f"kind, name and input instead of position"
         )
+    if unfinished is not None and later is None:
+        lines.append(unfinished_hint(unfinished, reached))
     return ReplayMismatchError(
         "\n".join(lines),
         call_number=number,
@@ -105,4 +126,4 @@ def mismatch_error(
     )
 
 
-__all__ = ["exhausted_error", "mismatch_error", "nearest_of"]
+__all__ = ["exhausted_error", "mismatch_error", "nearest_of", "unfinished_hint"]

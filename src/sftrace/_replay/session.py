@@ -47,6 +47,23 @@ def as_bundle(bundle_or_path: Bundle | str | os.PathLike[str]) -> Bundle:
     return load_bundle(bundle_or_path)
 
 
+def unfinished_calls(run_span: dict[str, Any]) -> dict[tuple[str, str], int]:
+    """(kind, name) -> seq of the recorded calls still running when the recorded run
+    ended (``sftrace.unfinished``): the bundle lacks them."""
+    found: dict[tuple[str, str], int] = {}
+    for item in run_span.get("attributes", ()):
+        if item.get("key") != A.UNFINISHED:
+            continue
+        try:
+            calls = loads(item.get("value", {}).get("stringValue", "[]"))
+        except Exception:  # a hand-edited bundle: no hint, nothing else changes
+            return found
+        for call in calls if isinstance(calls, list) else ():
+            if isinstance(call, dict) and isinstance(call.get("seq"), int):
+                found.setdefault((str(call.get("kind")), str(call.get("name"))), call["seq"])
+    return found
+
+
 class ReplaySession:
     """One replay of a recorded run. Use as ``with replay(...) as session`` or ``async with``.
 
@@ -72,6 +89,7 @@ class ReplaySession:
             span_parents=self.bundle.span_parents
             or {span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans},
         )
+        self.controller.unfinished = unfinished_calls(self.bundle.run_span)
         self._save = options.save
         self._overwrite = options.overwrite
         self._run: ActiveRun | None = None
