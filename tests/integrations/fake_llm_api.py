@@ -52,15 +52,21 @@ class FakeAPI:
         self._ids = 0
 
     # -- scripting -------------------------------------------------------------------
-    def _headers(self, content_type: str) -> dict[str, str]:
+    def _headers(self, content_type: str, extra: dict[str, str]) -> dict[str, str]:
         self._ids += 1
-        return {"content-type": content_type, self.request_id_header: f"req_{self._ids:03d}"}
+        return {
+            "content-type": content_type,
+            self.request_id_header: f"req_{self._ids:03d}",
+            **extra,
+        }
 
-    def reply_json(self, body: dict[str, Any], *, status: int = 200) -> None:
-        self._replies.append((status, "application/json", json.dumps(body).encode()))
+    def reply_json(
+        self, body: dict[str, Any], *, status: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
+        self._replies.append((status, "application/json", json.dumps(body).encode(), headers))
 
     def reply_stream(self, events: list[dict[str, Any]], *, named: bool, done: bool) -> None:
-        self._replies.append((200, "text/event-stream", sse(events, named=named, done=done)))
+        self._replies.append((200, "text/event-stream", sse(events, named=named, done=done), None))
 
     def offline(self) -> None:
         """From now on refuse every request (and remember it was attempted)."""
@@ -72,8 +78,10 @@ class FakeAPI:
             self.refused.append(f"{request.method} {request.url}")
             raise NetworkUsedError(f"a request was sent during replay: {request.url}")
         self.requests.append(json.loads(request.content))
-        status, content_type, content = self._replies.popleft()
-        return self.http.Response(status, headers=self._headers(content_type), content=content)
+        status, content_type, content, headers = self._replies.popleft()
+        return self.http.Response(
+            status, headers=self._headers(content_type, headers or {}), content=content
+        )
 
     def sync_client(self) -> Any:
         return self.http.Client(transport=self.http.MockTransport(self.handler))

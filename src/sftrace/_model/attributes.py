@@ -83,6 +83,9 @@ ERROR_FIELDS: Final = "sftrace.error.fields"
 ERROR_CAUSE: Final = "sftrace.error.cause"
 ERROR_STATUS_CODE: Final = "sftrace.error.status_code"  # an SDK error's HTTP status code
 ERROR_BODY: Final = "sftrace.error.body"  # JSON of an SDK error's response body (redacted)
+# JSON object of an SDK error's response headers that handlers read (retry-after, request
+# and rate-limit ids), redacted
+ERROR_HEADERS: Final = "sftrace.error.headers"
 # JSON array of {"seq", "kind", "name"}: calls still running when the run ended (run span)
 UNFINISHED: Final = "sftrace.unfinished"
 ERROR_STEP: Final = "sftrace.error.step"  # seq of the boundary the run failed in

@@ -91,8 +91,9 @@ class CallFailure:
 
     ``args_json`` (its args as a JSON array), ``fields_json`` (its own attributes, a JSON
     object), ``status_code`` and ``body_json`` (an SDK error's HTTP status and response
-    body) and ``cause_json`` (the exception it was raised from) are what rebuilding it
-    needs; bundles written before they were recorded have None.
+    body, ``headers_json`` the response headers handlers read) and ``cause_json`` (the
+    exception it was raised from) are what rebuilding it needs; bundles written before
+    they were recorded have None.
     """
 
     type: str
@@ -104,6 +105,7 @@ class CallFailure:
     body_json: str | None = None
     fields_json: str | None = None
     cause_json: str | None = None
+    headers_json: str | None = None
     # The call's own code raised its CancelledError: nothing outside cancelled it.
     cancelled_within: bool = False
 
@@ -379,6 +381,7 @@ def call_from_span(
             body_json=_text(get(A.ERROR_BODY)),
             fields_json=_text(get(A.ERROR_FIELDS)),
             cause_json=_text(get(A.ERROR_CAUSE)),
+            headers_json=_text(get(A.ERROR_HEADERS)),
             cancelled_within=get(A.CANCELLED_WITHIN) is True,
         )
     kind = attributes[A.KIND]

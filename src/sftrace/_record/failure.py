@@ -30,6 +30,8 @@ class ErrorDetails:
 
     status_code: int | None = None
     body: Any = None
+    # The response headers a handler may read (retry-after, request and rate-limit ids).
+    headers: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,11 @@ def failure_details(
             body_json, found = redactor.redact_json(body_json, known=known, sort_keys=False)
             attributes[A.ERROR_BODY] = body_json
             records.extend(redaction.record("error.body") for redaction in found)
+        headers_json = _json(details.headers, "error headers") if details.headers else None
+        if headers_json is not None:
+            headers_json, found = redactor.redact_json(headers_json, known=known, sort_keys=False)
+            attributes[A.ERROR_HEADERS] = headers_json
+            records.extend(redaction.record("error.headers") for redaction in found)
     return attributes, records
 
 

@@ -1,10 +1,12 @@
 """Recording and rebuilding the OpenAI and Anthropic SDKs' API errors.
 
-A recording stores an ``APIStatusError``'s HTTP status code and response body (the
-body redacted, see ``sftrace._record.failure``); a replay raises the SDK's own error
-again (``openai.BadRequestError`` with that status and body), so ``except
-openai.BadRequestError`` and ``exc.status_code`` in the agent work as they did. The
-error's request and response are stand-ins: nothing is sent.
+A recording stores an ``APIStatusError``'s HTTP status code, response body and the
+response headers handlers read (``retry-after``, ``retry-after-ms``, the request id, the
+rate-limit headers; all redacted, see ``sftrace._record.failure``); a replay raises the
+SDK's own error again (``openai.RateLimitError`` with that status, body and headers), so
+``except openai.RateLimitError``, ``exc.status_code``, ``exc.request_id`` and a back-off
+reading ``exc.response.headers["retry-after-ms"]`` work as they did. The error's request
+and response are stand-ins: nothing is sent.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def sdk_error_codec(package: str) -> ErrorCodec:
         return ErrorDetails(
             status_code=status_code if isinstance(status_code, int) else None,
             body=getattr(exc, "body", None),
+            headers=_kept_headers(getattr(exc, "response", None)),
         )
 
     def rebuild(failure: CallFailure) -> BaseException | None:
@@ -59,11 +62,14 @@ def _rebuild(package: str, failure: CallFailure) -> BaseException | None:
         if failure.status_code is None:
             return None  # recorded before status codes were: the generic path rebuilds it
         body = _body(failure.body_json)
+        headers = _headers(failure.headers_json)
+        if failure.body_json:
+            headers.setdefault("content-type", "application/json")
         response = http.Response(
             failure.status_code,
             request=request,
             content=failure.body_json.encode() if failure.body_json is not None else b"",
-            headers={"content-type": "application/json"} if failure.body_json else {},
+            headers=headers,
         )
         error: BaseException = build(failure.message, response=response, body=body)
         return error
@@ -74,6 +80,42 @@ def _rebuild(package: str, failure: CallFailure) -> BaseException | None:
             error = build(request=request)
         return error
     return None
+
+
+# The response headers an agent's handler reads: when to retry, which request it was,
+# how much quota is left. Others (cookies, server internals) are not recorded.
+_KEPT_HEADERS = frozenset(
+    {"retry-after", "retry-after-ms", "x-request-id", "request-id", "x-should-retry"}
+)
+_KEPT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+
+
+def _kept_headers(response: Any) -> dict[str, str] | None:
+    headers = getattr(response, "headers", None)
+    items = getattr(headers, "items", None)
+    if not callable(items):
+        return None
+    kept: dict[str, str] = {}
+    try:
+        for name, value in items():
+            lowered = str(name).lower()
+            if lowered in _KEPT_HEADERS or lowered.startswith(_KEPT_PREFIXES):
+                kept[lowered] = str(value)
+    except Exception:  # a response object of another shape: no headers, nothing else lost
+        return None
+    return kept or None
+
+
+def _headers(headers_json: str | None) -> dict[str, str]:
+    if headers_json is None:
+        return {}
+    try:
+        headers = orjson.loads(headers_json)
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(headers, dict):
+        return {}
+    return {str(name): str(value) for name, value in headers.items() if isinstance(value, str)}
 
 
 def _body(body_json: str | None) -> Any:
