@@ -678,3 +678,49 @@ def test_replayed_spans_carry_recorded_usage_and_output_redactions(tmp_path: Pat
     llm = by_name["chat fake-1"]
     assert (llm["gen_ai.usage.input_tokens"], llm["gen_ai.usage.output_tokens"]) == (7, 5)
     assert llm["gen_ai.response.model"] == "fake-1-2025"
+
+
+ORDER = {"tags": ["wind", "heat", "uv"]}
+
+
+@trace_tool
+def alert(tags: list[str], text: str) -> str:
+    return text
+
+
+def tagging_agent() -> str:
+    tags = ORDER["tags"]
+    return alert(tags, "alerts: " + ", ".join(tags))
+
+
+def test_a_mismatch_of_the_same_items_in_another_order_says_so(tmp_path: Path) -> None:
+    """Inputs that differ only in the order of their items (a set iterated in another
+    process) get a hint naming the likely cause, for lists and for texts."""
+    with record("tags", output=tmp_path / "t.sftrace") as session:
+        session.set_output(tagging_agent())
+    ORDER["tags"] = ["uv", "wind", "heat"]
+    try:
+        result = replay_run(tmp_path / "t.sftrace", tagging_agent)
+    finally:
+        ORDER["tags"] = ["wind", "heat", "uv"]
+    assert result.status == "diverged"
+    message = str(result.divergence)
+    assert "$.tags, $.text: the same items in another order" in message
+    assert "iterating a set" in message
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        (["a", {"b": 1}], [{"b": 1}, "a"], True),
+        (["a", "b"], ["a", "c"], False),
+        ("abc, def", "def, abc", True),
+        ("abc", "abd", False),
+        ("ab", "ab ", False),
+        (1, 1.0, False),
+    ],
+)
+def test_reordered_only(left: Any, right: Any, expected: bool) -> None:
+    from sftrace._replay.mismatch import reordered_only
+
+    assert reordered_only(left, right) is expected

@@ -3,12 +3,14 @@ recorded, what was reached, where the inputs differ, and what to do about it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from sftrace._errors import ReplayExhaustedError, ReplayMismatchError
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences, unlikeness
-from sftrace._model.serialize import loads
+from sftrace._model.jsonpath import child
+from sftrace._model.serialize import canonical, loads
 from sftrace._model.text import pluralize, shorten, were
 from sftrace._record.intercept import Reached
 
@@ -21,6 +23,50 @@ def nearest_of(same: list[Call], reached: Reached) -> Call:
     fewest = min(len(diffs) for diffs, _ in scored)
     ties = [(diffs, call) for diffs, call in scored if len(diffs) == fewest]
     return min(ties, key=lambda tie: unlikeness(tie[0]))[1]
+
+
+# Longer strings are not compared character by character for reordered_only.
+_REORDER_CHARS = 1_000_000
+
+
+def reordered_only(left: Any, right: Any) -> bool:
+    """Whether two differing values hold the same items in another order: lists of the
+    same items, or texts of the same characters (a serialized set, a joined list)."""
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and sorted(map(canonical, left)) == sorted(
+            map(canonical, right)
+        )
+    if isinstance(left, str) and isinstance(right, str):
+        return (
+            left != right
+            and len(left) == len(right)
+            and len(left) <= _REORDER_CHARS
+            and Counter(left) == Counter(right)
+        )
+    return False
+
+
+def shuffled_paths(left: Any, right: Any, path: str = "$", limit: int = 3) -> list[str]:
+    """The outermost paths (at most ``limit``) where two values hold the same items in
+    another order (:func:`reordered_only`)."""
+    if left == right:
+        return []
+    if reordered_only(left, right):
+        return [path]
+    found: list[str] = []
+    if isinstance(left, dict) and isinstance(right, dict):
+        pairs: list[tuple[str | int, Any, Any]] = [
+            (key, left[key], right[key]) for key in left if key in right
+        ]
+    elif isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
+        pairs = [(index, a, b) for index, (a, b) in enumerate(zip(left, right, strict=True))]
+    else:
+        return found
+    for segment, a, b in pairs:
+        found.extend(shuffled_paths(a, b, child(path, segment), limit - len(found)))
+        if len(found) >= limit:
+            break
+    return found
 
 
 def exhausted_error(
@@ -96,6 +142,14 @@ def mismatch_error(
     if diffs and recorded is not None and same_identity:
         lines.append("  input differs at:")
         lines.append(format_differences(diffs, left="recorded", right="reached"))
+        shuffled = shuffled_paths(recorded.input, reached_input)
+        if shuffled:
+            lines.append(
+                f"  {', '.join(shuffled[:3])}: the same items in another order, which an "
+                f"agent gets from iterating a set (its order changes from process to "
+                f"process with PYTHONHASHSEED) or from collecting concurrent results as "
+                f"they finish; sort such values before using them"
+            )
     if later is not None and not concurrent:
         first = recorded.seq if recorded is not None else later.seq
         one = later.seq - first <= 1
