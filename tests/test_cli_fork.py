@@ -176,9 +176,12 @@ def test_async_entrypoint(tmp_path: Path) -> None:
 
 
 def test_a_run_that_never_reaches_the_fork_point_exits_1(bundle: Path) -> None:
-    result = invoke("fork", bundle, "-e", "fork_agents:stops_early", "--at", "3")
+    saved = bundle.parent / "f.sftrace"
+    result = invoke("fork", bundle, "-e", "fork_agents:stops_early", "--at", "3", "-o", saved)
     assert result.exit_code == 1, result.output
     assert "not forked: the run did not reach the fork point" in result.stdout
+    assert f"saved the run (not forked): {saved}" in result.stdout
+    assert "saved the forked run" not in result.stdout
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:

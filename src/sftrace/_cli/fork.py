@@ -187,9 +187,11 @@ def _print_report(result: ReplayResult, plan: ForkPlan, *, entrypoint: str, limi
     _section(console, "after the fork point (run for real):", after, limit, width)
     print_unused(console, result.unused, "recorded calls not made")
     print_outcome(console, result)
+    forked = number is not None and result.divergence is None
     if result.saved_path is not None:
-        console.print(f"saved the forked run: {result.saved_path}")
-    if number is None or result.divergence is not None:
+        what = "the forked run" if forked else "the run (not forked)"
+        console.print(f"saved {what}: {result.saved_path}")
+    if not forked:
         console.print(Text("not forked: the run did not reach the fork point", "bold red"))
     else:
         console.print(Text(f"forked at call {plan.step}: {result.status}", "bold green"))
