@@ -468,3 +468,23 @@ def test_installed_command_exit_codes_without_tracebacks(good: Path, tmp_path: P
         assert "Traceback" not in done.stderr + done.stdout
         if expected == 2:
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("command", ["inspect", "validate"])
+def test_a_directory_that_is_no_bundle_is_named_so_by_every_command(
+    tmp_path: Path, command: str
+) -> None:
+    """An empty directory is "not an sftrace bundle"; one holding a journal is an
+    unfinished recording, with the command that recovers it: the same words whichever
+    command reads it."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = invoke(command, empty)
+    assert result.exit_code == 2, result.output
+    assert f"{str(empty)!r} is not an sftrace bundle: it has no manifest.json" in result.stderr
+    unfinished = tmp_path / "unfinished.sftrace"
+    unfinished.mkdir()
+    (unfinished / "journal.jsonl").write_text("")
+    result = invoke(command, unfinished)
+    assert result.exit_code == 2, result.output
+    assert f"run `sftrace recover {unfinished}`" in result.stderr

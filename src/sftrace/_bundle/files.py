@@ -15,7 +15,13 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from sftrace._bundle.format import HEADER_FILE, JOURNAL_FILE, MANIFEST_FILE, MAX_LINE_BYTES
+from sftrace._bundle.format import (
+    HEADER_FILE,
+    JOURNAL_FILE,
+    MANIFEST_FILE,
+    MAX_LINE_BYTES,
+    SPANS_FILE,
+)
 from sftrace._errors import BundleError
 
 
@@ -74,6 +80,8 @@ def open_bundle_file(root: Path, name: str, limit: int) -> tuple[int, int]:
     try:
         fd = os.open(candidate, flags)
     except FileNotFoundError:
+        if name == MANIFEST_FILE and not (root / SPANS_FILE).exists():
+            check_is_bundle(root)  # no bundle at all: say so (or that it is unfinished)
         raise BundleError(f"{display}: missing file {name!r}", path=display) from None
     except OSError as exc:
         if os.path.islink(candidate):
