@@ -233,9 +233,10 @@ def dumps(
     except Exception:
         data = None
     if data is not None:
+        text = data.decode()
         # orjson writes a non-finite float as null: only text with a null can hold one.
-        if nonfinite is None or b"null" not in data or not _holds_nonfinite(value, default):
-            return data.decode()
+        if nonfinite is None or "null" not in text or not _holds_nonfinite(value, default):
+            return text
         try:
             converted = _convert(value, serializer, what, 0, True)
         except TraceSerializationError:  # a value only orjson takes (a numpy array)
