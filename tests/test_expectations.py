@@ -121,6 +121,29 @@ def test_helpers_raise_readable_assertion_errors(
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda r: t.assert_not_called(r, ["issue_refund"]),
+        lambda r: t.assert_call_count(r, ["issue_refund"], 0),
+        lambda r: t.assert_called(r, ["issue_refund"]),
+        lambda r: t.assert_order(r, ["lookup_order", "issue_refund"]),
+        lambda r: t.assert_called_with(r, "", amount=30),
+        lambda r: t.assert_call_count(r, "issue_refund", -1),
+    ],
+    ids=["not-called", "count", "called", "order", "empty", "negative-count"],
+)
+def test_a_list_for_one_call_name_is_refused_not_passed(
+    result: ReplayResult, check: Callable[[ReplayResult], Any]
+) -> None:
+    """A list where one name is asked for matches no call, so ``assert_not_called(r,
+    ["issue_refund"])`` would pass whatever the agent did: it is a ConfigError."""
+    with pytest.raises(
+        sftrace.ConfigError, match=r"call names must be non-empty strings|integer >= 0"
+    ):
+        check(result)
+
+
 def test_assertions_mention_a_divergence(tmp_path: Path) -> None:
     """When the replay diverged, a failed assertion says so (it is often the cause)."""
     bundle = record_steps(tmp_path / "run.sftrace", STEPS, output=OUTPUT)

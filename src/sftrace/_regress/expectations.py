@@ -336,6 +336,9 @@ def _ordinal(number: int) -> str:
 
 
 def _indexes(calls: Sequence[Call], name: str) -> list[int]:
+    # Every check looks its names up here: a list passed for one name (which no call
+    # matches, so "not called" would pass whatever the agent did) is refused.
+    _check_name(name, "expected calls")
     return [index for index, call in enumerate(calls) if matches(call, name)]
 
 
@@ -358,6 +361,7 @@ def check_not_called(calls: Sequence[Call], name: str) -> tuple[str, CallRef] | 
 
 
 def check_count(calls: Sequence[Call], name: str, count: int) -> str | None:
+    _check_count(count, "the expected number of calls", minimum=0)
     found = len(_indexes(calls, name))
     if found == count:
         return None
