@@ -95,6 +95,26 @@ def test_payloads_over_the_cap_are_cut_with_a_marker_and_kept_whole_in_the_bundl
     assert set(attributes["sftrace.truncated"]) >= {"sftrace.output", "output.value"}
 
 
+def test_the_cap_never_cuts_names_and_ids(spans: InMemorySpanExporter) -> None:
+    """Run ids, error types, tool and model names are never cut, however small the cap:
+    a run or an error cut short could not be told from another."""
+
+    def fails() -> None:
+        agents.booking_agent()
+        raise ValueError("x" * 100)
+
+    with pytest.raises(ValueError, match="xxx"), record("a-rather-long-agent-name") as session:
+        fails()
+    copies = enriched(spans.get_finished_spans(), max_payload_bytes=8)
+    run = copies["invoke_agent a-rather-long-agent-name"].attributes or {}
+    assert run["sftrace.run_id"] == session.run_id
+    assert run["sftrace.error.type"] == "ValueError"
+    assert "truncated by sftrace" in str(run["sftrace.error.message"])
+    tool = copies["execute_tool flight_search"].attributes or {}
+    assert (tool["gen_ai.tool.name"], tool["tool.name"]) == ("flight_search", "flight_search")
+    assert "sftrace.run_id" not in run["sftrace.truncated"]
+
+
 @pytest.mark.parametrize(
     ("value", "limit", "expected"),
     [("short", 5, None), ("ab", 1, "a…[truncated by sftrace: 2 bytes in full]")],

@@ -40,6 +40,26 @@ CONTENT_ATTRIBUTES = frozenset(
     }
 )
 CONTENT_EVENT_ATTRIBUTES = frozenset({A.EVENT_BEFORE, A.EVENT_AFTER})
+# Names and ids, never cut by the payload cap: a run, a call or an error cut short could
+# not be told from another (``sftrace import`` names skipped runs by their id).
+UNCUT_ATTRIBUTES = frozenset(
+    {
+        A.KIND,
+        A.RUN_ID,
+        A.REPLAY_OF,
+        A.AGENT_VERSION,
+        A.REPLAY_POLICY,
+        A.ERROR_TYPE,
+        A.EXCEPTION_TYPE,
+        A.GEN_AI_OPERATION_NAME,
+        A.GEN_AI_AGENT_NAME,
+        A.GEN_AI_TOOL_NAME,
+        A.GEN_AI_PROVIDER_NAME,
+        A.GEN_AI_REQUEST_MODEL,
+        A.LLM_MODEL_NAME,
+        A.TOOL_NAME,
+    }
+)
 # What the enrichment adds to sftrace spans (an importer removes them again).
 ENRICHMENT_ATTRIBUTES = frozenset(
     {
@@ -193,7 +213,7 @@ class SpanPreparer:
         for key, value in attributes.items():
             # len * 4 <= limit: fits whatever its characters (truncate_utf8's own first
             # check, made here so that a span's short values cost no call).
-            if isinstance(value, str) and len(value) * 4 > limit:
+            if isinstance(value, str) and len(value) * 4 > limit and key not in UNCUT_ATTRIBUTES:
                 cut = truncate_utf8(value, limit)
                 if cut is not None:
                     attributes[key] = cut
