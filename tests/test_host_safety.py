@@ -388,3 +388,22 @@ def test_exceptions_keep_their_identity_and_traceback_in_and_out_of_recordings(
     assert [c.error.type for c in load_bundle(tmp_path / "ids.sftrace").calls if c.error] == [
         "ValueError"
     ]
+
+
+@pytest.mark.usefixtures("production")
+def test_a_bundle_directory_that_is_a_file_is_one_line_and_the_host_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bundle path under a file: the run is not recorded, said in one line naming the
+    path and what to do (no traceback), and the agent's own code runs on."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with (
+        caplog.at_level(logging.WARNING, logger="sftrace"),
+        record("x", output=afile / "x.sftrace") as session,
+    ):
+        session.set_output(1)
+    [line] = [r for r in caplog.records if "bundle journal" in r.getMessage()]
+    assert f"cannot write the bundle '{afile}/" in line.getMessage()
+    assert "so this run is not recorded" in line.getMessage()
+    assert line.exc_info is None

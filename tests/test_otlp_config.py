@@ -290,6 +290,15 @@ def test_headers_timeout_content_and_cap_defaults_come_from_the_environment(
         ({"endpoint": "http://c:4318"}, {"SFTRACE_CAPTURE_CONTENT": "maybe"}, "'maybe'"),
         ({"endpoint": "http://c:4318"}, {"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}, "'soon'"),
         ({"endpoint": "http://c:4318", "headers": {"k": 1}}, {}, "str: str"),
+        ({"endpoint": "http://c:4318", "headers": "novalue"}, {}, "'novalue' is not a header"),
+        ({"endpoint": "http://c:4318", "service_name": 5}, {}, "service_name"),
+        # checked without an endpoint too: a bad value fails where it is written
+        ({"max_payload_bytes": -1}, {}, "non-negative"),
+        ({"capture_content": "false"}, {}, "True or False"),
+        ({"headers": {"a": 1}}, {}, "str: str"),
+        ({"headers": "k=v,novalue"}, {}, "'novalue' is not a header"),
+        ({"service_name": ""}, {}, "service_name must be a non-empty string"),
+        ({}, {"SFTRACE_MAX_PAYLOAD_BYTES": "lots"}, "'lots'"),
     ],
 )
 def test_invalid_settings_raise_config_error_naming_the_value(
@@ -340,6 +349,22 @@ def test_compression_comes_from_the_standard_variables(monkeypatch: pytest.Monke
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "none")
     assert (resolved := settings(endpoint="http://c:4318")) is not None
     assert resolved.compression is None
+
+
+@pytest.mark.parametrize(
+    ("bundle_dir", "message"),
+    [(123, "bundle_dir must be a directory path, got 123"), ("", "a directory path")],
+)
+def test_configure_checks_the_bundle_dir(bundle_dir: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        sftrace.configure(bundle_dir=bundle_dir)
+
+
+def test_a_bundle_dir_that_is_a_file_is_refused_at_configure(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(ConfigError, match="is not a directory"):
+        sftrace.configure(bundle_dir=afile)
 
 
 def test_configure_rejects_bad_settings_before_changing_anything(provider: TracerProvider) -> None:

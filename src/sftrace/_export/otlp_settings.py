@@ -176,6 +176,13 @@ def parse_headers(headers: Mapping[str, str] | str | None, *, source: str) -> di
     if isinstance(headers, str):
         from opentelemetry.util.re import parse_env_headers
 
+        for part in headers.split(","):
+            name, equals, _ = part.partition("=")
+            if part.strip() and (not equals or not name.strip()):
+                raise ConfigError(
+                    f"{source}: {part.strip()!r} is not a header: write them as "
+                    f"'key=value,key2=value2'"
+                )
         return dict(parse_env_headers(headers, liberal=True))
     if not isinstance(headers, Mapping):
         raise ConfigError(
@@ -264,6 +271,14 @@ def resolve_settings(
     """
     resolved_protocol = resolve_protocol(protocol)
     resolved_encoder = resolve_encoder(encoder, resolved_protocol)
+    # Checked whether or not an endpoint is configured: a bad value must fail where it is
+    # written (in development and CI), not only where OTLP export is switched on.
+    capture = resolve_capture_content(capture_content)
+    cap = resolve_max_payload_bytes(max_payload_bytes)
+    if headers is not None:
+        parse_headers(headers, source="otlp_headers")
+    if service_name is not None and (not isinstance(service_name, str) or not service_name):
+        raise ConfigError(f"service_name must be a non-empty string, got {service_name!r}")
     url: str | None = None
     if endpoint is not None:
         if not isinstance(endpoint, str):
@@ -286,8 +301,8 @@ def resolve_settings(
         protocol=resolved_protocol,
         headers=tuple(sorted(parse_headers(headers, source=header_source).items())),
         timeout_s=resolve_timeout(),
-        capture_content=resolve_capture_content(capture_content),
-        max_payload_bytes=resolve_max_payload_bytes(max_payload_bytes),
+        capture_content=capture,
+        max_payload_bytes=cap,
         service_name=service_name,
         encoder=resolved_encoder,
         compression=resolve_compression(),

@@ -214,13 +214,28 @@ def configure(
     _configure(tracer_provider, arguments)
 
 
+def _bundle_dir(value: object) -> Path | None:
+    """``configure(bundle_dir=...)`` checked: a path that is a directory or is not there
+    yet (``record()`` creates it)."""
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise ConfigError(f"bundle_dir must be a directory path, got {value!r}")
+    directory = Path(value)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(
+            f"bundle_dir {str(directory)!r} is not a directory; name a directory (record() "
+            f"creates it when it is not there yet)"
+        )
+    return directory
+
+
 def _configure(source: object | None, arguments: dict[str, Any]) -> None:
     global _state
     with _lock:
         # Everything that can fail is checked first, so a ConfigError changes nothing.
         _check_provider(source)
-        bundle_dir = arguments["bundle_dir"]
-        directory = Path(bundle_dir) if bundle_dir is not None else None
+        directory = _bundle_dir(arguments["bundle_dir"])
         existing = _existing_provider(source)
         settings = _otlp_settings(
             endpoint=arguments["otlp_endpoint"],
