@@ -130,3 +130,19 @@ def test_diff_of_an_unrelated_run_does_not_cover_inner_calls(project: tuple[Path
         session.set_output({"total": 7.5})
     report = sftrace.diff(bundle, other)
     assert [f.code for f in report.findings] == ["MISSING_CALL", "MISSING_CALL"]
+
+
+def test_an_extra_call_counts_the_covered_calls_apart(project: tuple[Path, Any]) -> None:
+    """The calls recorded inside an answered call were never reached: an extra call's
+    message says how many of the "used" calls they are."""
+    bundle, module = project
+
+    def more(request: Any) -> Any:
+        module.checkout(request)
+        return module.price("tea")
+
+    result = sftrace.replay_run(bundle, more)
+    assert result.status == "diverged"
+    assert "all 3 recorded calls were already used (2 of them inside calls answered from" in (
+        str(result.divergence)
+    )

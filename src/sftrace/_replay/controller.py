@@ -436,7 +436,11 @@ class ReplayController:
 
     def _exhausted(self, number: int, reached: Reached) -> ReplayExhaustedError:
         return exhausted_error(
-            number, reached, len(self.calls), self.unfinished.get((reached.kind, reached.name))
+            number,
+            reached,
+            len(self.calls),
+            self.unfinished.get((reached.kind, reached.name)),
+            covered=len(self.covered),
         )
 
     def _mismatch(

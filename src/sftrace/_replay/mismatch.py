@@ -70,16 +70,23 @@ def shuffled_paths(left: Any, right: Any, path: str = "$", limit: int = 3) -> li
 
 
 def exhausted_error(
-    number: int, reached: Reached, count: int, unfinished: int | None = None
+    number: int,
+    reached: Reached,
+    count: int,
+    unfinished: int | None = None,
+    *,
+    covered: int = 0,
 ) -> ReplayExhaustedError:
-    """Reached call ``number`` finds all ``count`` recorded calls used; ``unfinished``:
-    the seq of a recorded call of the same kind and name that was still running when the
+    """Reached call ``number`` finds all ``count`` recorded calls used (``covered`` of them
+    made inside calls answered from the recording, so never reached); ``unfinished``: the
+    seq of a recorded call of the same kind and name that was still running when the
     recorded run ended (the bundle lacks it)."""
+    inside = f" ({covered} of them inside calls answered from the recording)" if covered else ""
     message = (
         f"replay exhausted at call {number}: reached {reached.label} with input "
         f"{shorten(reached.input_json, 200)}, but {'the' if count == 1 else 'all'} "
-        f"{pluralize(count, 'recorded call')} {were(count)} already used; the agent makes "
-        f"more calls than the recorded run did"
+        f"{pluralize(count, 'recorded call')} {were(count)} already used{inside}; the agent "
+        f"makes more calls than the recorded run did"
     )
     if unfinished is not None:
         message += "\n" + unfinished_hint(unfinished, reached)
