@@ -407,3 +407,20 @@ def test_a_bundle_directory_that_is_a_file_is_one_line_and_the_host_goes_on(
     assert f"cannot write the bundle '{afile}/" in line.getMessage()
     assert "so this run is not recorded" in line.getMessage()
     assert line.exc_info is None
+
+
+def test_an_unknown_strict_value_is_said_once_and_ignored(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sftrace._internal import _unknown_strict, strict_mode
+
+    _unknown_strict.discard("maybe")
+    monkeypatch.setenv("SFTRACE_STRICT", "maybe")
+    with caplog.at_level(logging.WARNING, logger="sftrace"):
+        assert strict_mode()  # under pytest, as if unset
+        assert strict_mode()
+    said = [r.getMessage() for r in caplog.records if "SFTRACE_STRICT" in r.getMessage()]
+    assert said == [
+        "sftrace: SFTRACE_STRICT='maybe' is neither true (1, true, yes, on) nor false (0, "
+        "false, no, off); it is ignored (strict only under pytest)"
+    ]

@@ -23,12 +23,31 @@ _seen_lock = threading.Lock()
 
 def strict_mode() -> bool:
     """True when internal errors should raise: ``SFTRACE_STRICT`` set, or under pytest."""
-    flag = os.environ.get("SFTRACE_STRICT", "").strip().lower()
+    raw = os.environ.get("SFTRACE_STRICT", "")
+    flag = raw.strip().lower()
     if flag in {"1", "true", "yes", "on"}:
         return True
     if flag in {"0", "false", "no", "off"}:
         return False
+    if flag:
+        _warn_unknown_strict(raw)
     return "pytest" in sys.modules
+
+
+_unknown_strict: set[str] = set()
+
+
+def _warn_unknown_strict(raw: str) -> None:
+    """Say once per value that ``SFTRACE_STRICT`` holds neither a true nor a false word."""
+    with _seen_lock:
+        if raw in _unknown_strict:
+            return
+        _unknown_strict.add(raw)
+    logger.warning(
+        "sftrace: SFTRACE_STRICT=%r is neither true (1, true, yes, on) nor false (0, false, "
+        "no, off); it is ignored (strict only under pytest)",
+        raw,
+    )
 
 
 def internal_error(what: str, exc: BaseException) -> None:
