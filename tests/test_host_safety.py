@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -130,10 +131,12 @@ def test_read_only_disk_changes_nothing_for_the_agent(
 def test_read_only_disk_raises_under_tests(read_only_dir: Path) -> None:
     """Under pytest (or SFTRACE_STRICT=1) the same failure raises, so it is found."""
     with (
-        pytest.raises(OSError, match=r"Read-only file system|Permission denied"),
+        pytest.raises(BundleError, match=r"cannot write the bundle .*so this run is not") as caught,
         record("ro", output=read_only_dir / "run.sftrace"),
     ):
         agent(1)
+    assert isinstance(caught.value.__cause__, OSError)
+    assert re.search(r"Read-only file system|Permission denied", str(caught.value))
 
 
 @pytest.mark.usefixtures("production")

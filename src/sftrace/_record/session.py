@@ -326,16 +326,15 @@ class RecordingSession:
             self._registered = True
         except OSError as exc:
             # One cause, one log line (the error names the path), however many runs.
-            internal_error(
-                "creating a bundle journal",
-                BundleError(
-                    f"cannot write the bundle {str(path)!r} ({type(exc).__name__}: "
-                    f"{exc.strerror or exc}), so this run is not recorded; give "
-                    f"record(output=...), configure(bundle_dir=...) or $SFTRACE_DIR a "
-                    f"writable directory",
-                    path=str(path),
-                ),
+            error = BundleError(
+                f"cannot write the bundle {str(path)!r} ({type(exc).__name__}: "
+                f"{exc.strerror or exc}), so this run is not recorded; give "
+                f"record(output=...), configure(bundle_dir=...) or $SFTRACE_DIR a "
+                f"writable directory",
+                path=str(path),
             )
+            error.__cause__ = exc
+            internal_error("creating a bundle journal", error)
 
     def _activate(self) -> None:
         run = self._run
