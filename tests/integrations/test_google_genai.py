@@ -251,3 +251,108 @@ def test_a_vertex_ai_client_records_the_vertex_ai_provider(tmp_path: Path, api: 
         client.models.generate_content(model=MODEL, contents=PROMPT)
     [call] = load_bundle(tmp_path / "run.sftrace").calls
     assert (call.provider, call.name) == ("gcp.vertex_ai", MODEL)
+
+
+# --- chats with automatic function calling ---------------------------------------------
+
+EMAILS: list[str] = []
+
+
+def send_email(to: str) -> dict[str, Any]:
+    """Send an email (a function the SDK runs itself: automatic function calling)."""
+    EMAILS.append(to)
+    return {"sent": len(EMAILS)}  # differs from run to run, as a message id would
+
+
+def afc_script(api: FakeGemini, *, stream: bool) -> None:
+    ask = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [{"functionCall": {"name": "send_email", "args": {"to": "ana"}}}],
+                },
+                "finishReason": "STOP",
+            }
+        ],
+        "modelVersion": MODEL,
+    }
+    if stream:
+        api.reply_stream([ask])
+        api.reply_stream([answer("Mail "), answer("sent.")])
+    else:
+        api.reply_json(ask)
+        api.reply_json(answer("Mail sent."))
+
+
+def afc_agent(api: FakeGemini, *, is_async: bool, stream: bool, message: str = PROMPT) -> Any:
+    client = api.client()
+    config = types.GenerateContentConfig(tools=[send_email])
+
+    def history(chat: Any) -> list[Any]:
+        return [
+            [content.model_dump(exclude_none=True) for content in chat.get_history(curated=c)]
+            for c in (False, True)
+        ]
+
+    async def async_agent() -> Any:
+        chat = client.aio.chats.create(model=MODEL, config=config)
+        if stream:
+            chunks = [c.text async for c in await chat.send_message_stream(message)]
+            return chunks, history(chat)
+        return (await chat.send_message(message)).text, history(chat)
+
+    def agent() -> Any:
+        if is_async:
+            return asyncio.run(async_agent())
+        chat = client.chats.create(model=MODEL, config=config)
+        if stream:
+            return [c.text for c in chat.send_message_stream(message)], history(chat)
+        return chat.send_message(message).text, history(chat)
+
+    return agent
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_chat_with_automatic_function_calling_replays_without_running_the_functions(
+    tmp_path: Path, api: FakeGemini, is_async: bool, stream: bool
+) -> None:
+    afc_script(api, stream=stream)
+    EMAILS.clear()
+    agent = afc_agent(api, is_async=is_async, stream=stream)
+    path = tmp_path / "run.sftrace"
+
+    recorded, replayed, _ = record_then_replay(path, api, agent)
+
+    assert EMAILS == ["ana"]  # ran once, while recording; never during the replay
+    [call] = load_bundle(path).calls  # the SDK's whole loop is one call
+    assert call.input["chat"] == ("send_message_stream" if stream else "send_message")
+    assert replayed == recorded  # the answer, and the chat's history, as live
+    text, (history, curated) = replayed
+    assert ("".join(t or "" for t in text) if stream else text) == "Mail sent."
+    roles = ["user", "model", "user", "model"] + (["model"] if stream else [])  # a chunk each
+    assert [content["role"] for content in history] == roles
+    assert history[2]["parts"][0]["function_response"]["response"] == {"result": {"sent": 1}}
+    assert curated == history
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_chat_with_automatic_function_calling_and_a_changed_message_diverges(
+    tmp_path: Path, api: FakeGemini, is_async: bool
+) -> None:
+    afc_script(api, stream=False)
+    EMAILS.clear()
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        afc_agent(api, is_async=is_async, stream=False)()
+    assert len(load_bundle(path).calls) == 1
+    api.offline()
+    changed = afc_agent(api, is_async=is_async, stream=False, message="Where is parcel 43?")
+    with (
+        pytest.raises(ReplayMismatchError, match=r"\$\.contents\[0\]\.parts\[0\]\.text"),
+        replay(path),
+    ):
+        changed()
+    assert EMAILS == ["ana"]
+    assert api.refused == []

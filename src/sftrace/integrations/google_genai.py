@@ -55,12 +55,13 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-from collections.abc import AsyncIterator, Iterable
+import weakref
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, TypeVar
 
 import pydantic
 from google import genai
-from google.genai import errors, types
+from google.genai import _transformers, chats, errors, types
 
 from sftrace._errors import ConfigError
 from sftrace._model import attributes as A
@@ -72,6 +73,7 @@ from sftrace._record.failure import ErrorCodec, ErrorDetails, register_error_cod
 from sftrace._record.llm import llm_spec
 from sftrace.integrations._common import (
     JSON,
+    ClassPatches,
     Options,
     StreamRecorder,
     arecord_items,
@@ -92,6 +94,10 @@ GEMINI = "gcp.gemini"
 VERTEX_AI = "gcp.vertex_ai"
 _INSTRUMENTED = "__sftrace_instrumented__"
 _METHODS = ("generate_content", "generate_content_stream")
+# On an instrumented client's ``models``: the (options, provider) its chats record with.
+_CHAT_SETTINGS = "_sftrace_chat_settings"
+_CHAT_METHODS = ("send_message", "send_message_stream")
+_CHAT_PATCHES = ClassPatches()
 # usage_metadata's counts under the names an LLM span's usage is read from.
 _USAGE_KEYS = (
     ("prompt_token_count", "prompt_tokens"),
@@ -131,6 +137,10 @@ def instrument(
             original = getattr(models, name)
             wrap = _wrap_async if is_async else _wrap_sync
             setattr(models, name, wrap(original, options, provider, stream=name != _METHODS[0]))
+        # A chat made from this client (``client.chats.create``) sends through ``models``:
+        # its AFC turns are recorded with these settings (see ``_chat_settings``).
+        setattr(models, _CHAT_SETTINGS, (options, provider))
+    _patch_chats()
     setattr(client, _INSTRUMENTED, True)
     return client
 
@@ -139,7 +149,7 @@ def instrument(
 
 
 def _begin(
-    options: Options, provider: str, kwargs: dict[str, Any], *, stream: bool
+    options: Options, provider: str, kwargs: dict[str, Any], *, stream: bool, chat: str = ""
 ) -> BoundaryCall | None:
     run = recording_run()
     if run is None:
@@ -153,10 +163,67 @@ def _begin(
         request["config"] = config
     if stream:
         request["stream"] = True
-    what = f"google-genai {provider} generate_content request"
+    if chat:
+        request["chat"] = chat
+    what = f"google-genai {provider} {chat or 'generate_content'} request"
     name = model if isinstance(model, str) and model else "unknown"
     spec = llm_spec(provider, name, options.policy, None)
     return BoundaryCall(run, spec, input_json(request, options, what=what))
+
+
+class _Turn:
+    """How one recorded call is made, recorded and answered: ``generate_content`` (the
+    SDK's own AFC loop inside), or a chat's ``send_message`` running AFC (see
+    ``_ChatTurn``)."""
+
+    def __init__(self, kwargs: dict[str, Any], *, stream: bool) -> None:
+        self.kwargs = kwargs
+        self.stream = stream
+
+    def output(self, response: Any) -> JSON:
+        return _response_json(response)
+
+    def recorder(self, call: BoundaryCall) -> StreamRecorder:
+        return StreamRecorder(call, _summarize, convert=_response_json)
+
+    def items(self, source: Iterable[Any], recorder: StreamRecorder) -> Iterable[Any]:
+        return source
+
+    def aitems(self, source: Any, recorder: StreamRecorder) -> Any:
+        return source
+
+    def restore(self, output: JSON, *, is_async: bool) -> Any:
+        return _restore(self.kwargs, output, stream=self.stream, is_async=is_async)
+
+
+def _call_sync(call: BoundaryCall, turn: _Turn, original: Any) -> Any:
+    """Answer ``call`` from the recording, or run ``original()`` and record it."""
+    with ending(call) as end:
+        if not call.runs_body:
+            return call.substitute(functools.partial(turn.restore, is_async=False))
+        if turn.stream:
+            end.hand_off()
+            recorder = turn.recorder(call)
+            return record_items(turn.items(original(), recorder), recorder)
+        with inside_sdk_call():
+            response = original()
+        call.finish(turn.output(response), _usage_attributes(response))
+        return response
+
+
+async def _call_async(call: BoundaryCall, turn: _Turn, original: Any) -> Any:
+    """The async twin of :func:`_call_sync` (``original()`` is awaited)."""
+    with ending(call) as end:
+        if not call.runs_body:
+            return await call.asubstitute(functools.partial(turn.restore, is_async=True))
+        with inside_sdk_call():
+            response = await original()
+        if turn.stream:
+            end.hand_off()
+            recorder = turn.recorder(call)
+            return arecord_items(turn.aitems(response, recorder), recorder)
+        call.finish(turn.output(response), _usage_attributes(response))
+        return response
 
 
 def _wrap_sync(original: Any, options: Options, provider: str, *, stream: bool) -> Any:
@@ -165,17 +232,7 @@ def _wrap_sync(original: Any, options: Options, provider: str, *, stream: bool) 
         call = _begin(options, provider, kwargs, stream=stream)
         if call is None:
             return original(**kwargs)
-        with ending(call) as end:
-            if not call.runs_body:
-                restore = functools.partial(_restore, kwargs, stream=stream, is_async=False)
-                return call.substitute(restore)
-            if stream:
-                end.hand_off()
-                return record_items(original(**kwargs), _recorder(call))
-            with inside_sdk_call():
-                response = original(**kwargs)
-            call.finish(_response_json(response), _usage_attributes(response))
-            return response
+        return _call_sync(call, _Turn(kwargs, stream=stream), lambda: original(**kwargs))
 
     setattr(wrapper, _INSTRUMENTED, True)
     return wrapper
@@ -187,24 +244,199 @@ def _wrap_async(original: Any, options: Options, provider: str, *, stream: bool)
         call = _begin(options, provider, kwargs, stream=stream)
         if call is None:
             return await original(**kwargs)
-        with ending(call) as end:
-            if not call.runs_body:
-                restore = functools.partial(_restore, kwargs, stream=stream, is_async=True)
-                return await call.asubstitute(restore)
-            with inside_sdk_call():
-                response = await original(**kwargs)
-            if stream:
-                end.hand_off()
-                return arecord_items(response, _recorder(call))
-            call.finish(_response_json(response), _usage_attributes(response))
-            return response
+        return await _call_async(call, _Turn(kwargs, stream=stream), lambda: original(**kwargs))
 
     setattr(wrapper, _INSTRUMENTED, True)
     return wrapper
 
 
-def _recorder(call: BoundaryCall) -> StreamRecorder:
-    return StreamRecorder(call, _summarize, convert=_response_json)
+# --- chats -------------------------------------------------------------------------------
+#
+# A chat (``client.chats.create(...)``) runs automatic function calling itself: its
+# ``send_message`` calls ``models.generate_content`` once a round with AFC disabled and
+# runs the functions in between. With AFC in play the whole turn is one recorded call, as
+# ``generate_content`` with AFC is: recorded as the chat's request (its curated history,
+# the message, its config) marked ``"chat": "send_message"`` (or ``send_message_stream``),
+# its final response (or every chunk of every round) and what the turn appended to the
+# chat's history. A replay answers it without running the functions, and appends the
+# recorded history to the chat. A turn without AFC stays the one ``generate_content``
+# call it makes.
+
+
+def _patch_chats() -> None:
+    """Patch the SDK's chat classes (once): their turns record only when the chat sends
+    through an instrumented client (see ``_chat_call``)."""
+    for cls, is_async in ((chats.Chat, False), (chats.AsyncChat, True)):
+        for name in _CHAT_METHODS:
+            make = functools.partial(_wrap_chat, stream=name != _CHAT_METHODS[0], is_async=is_async)
+            _CHAT_PATCHES.patch(cls, name, make)
+
+
+def _wrap_chat(original: Any, *, stream: bool, is_async: bool) -> Any:
+    if is_async:
+
+        @functools.wraps(original)
+        async def async_method(self: Any, message: Any, config: Any = None) -> Any:
+            begun = _chat_call(self, message, config, stream=stream)
+            if begun is None:
+                return await original(self, message, config)
+            call, turn = begun
+            return await _call_async(call, turn, lambda: original(self, message, config))
+
+        return async_method
+
+    @functools.wraps(original)
+    def method(self: Any, message: Any, config: Any = None) -> Any:
+        begun = _chat_call(self, message, config, stream=stream)
+        if begun is None:
+            return original(self, message, config)
+        call, turn = begun
+        return _call_sync(call, turn, lambda: original(self, message, config))
+
+    return method
+
+
+def _chat_call(
+    chat: Any, message: Any, config: Any, *, stream: bool
+) -> tuple[BoundaryCall, _ChatTurn] | None:
+    """The recorded call a chat's turn is, or None when it is not one: the chat's client
+    is not instrumented, the turn runs no function, no run records it, or a replay
+    answers from a bundle that recorded chats' AFC rounds as separate calls (made before
+    chats' turns were recorded whole: each round is then answered as it was recorded)."""
+    settings = getattr(getattr(chat, "_modules", None), _CHAT_SETTINGS, None)
+    if settings is None:
+        return None
+    method_config = config if config else chat._config
+    if not _runs_functions(method_config):
+        return None
+    run = recording_run()
+    if run is None or not _records_chat_turns(run.replay):
+        return None
+    options, provider = settings
+    kwargs = {
+        "model": chat._model,
+        "contents": [*chat.get_history(curated=True), _transformers.t_content(message)],
+        "config": method_config,
+    }
+    name = _CHAT_METHODS[1] if stream else _CHAT_METHODS[0]
+    call = _begin(options, provider, kwargs, stream=stream, chat=name)
+    if call is None:
+        return None
+    return call, _ChatTurn(chat, kwargs, stream=stream)
+
+
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def _runs_functions(config: Any) -> bool:
+    """Whether the SDK's automatic function calling may run a Python function given as a
+    tool in ``config``."""
+    tools = _field(config, "tools") or ()
+    if not any(callable(tool) and not isinstance(tool, type) for tool in tools):
+        return False
+    afc = _field(config, "automatic_function_calling")
+    if afc is None:
+        return True
+    if _field(afc, "disable"):
+        return False
+    maximum = _field(afc, "maximum_remote_calls")
+    return maximum is None or int(maximum) > 0
+
+
+_CHAT_MARKS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _records_chat_turns(replay: Any) -> bool:
+    """False when ``replay`` answers from a bundle whose chats' AFC rounds were recorded
+    as separate ``generate_content`` calls (no call in it is a chat's turn)."""
+    if replay is None:
+        return True
+    with contextlib.suppress(TypeError):  # not weakly referenceable: look again
+        known = _CHAT_MARKS.get(replay)
+        if known is not None:
+            return known
+    recorded = getattr(replay, "calls", None)
+    if not isinstance(recorded, list):
+        return True
+    found = any(
+        call.provider in (GEMINI, VERTEX_AI) and '"chat":"send_message' in call.input_json
+        for call in recorded
+    )
+    with contextlib.suppress(TypeError):
+        _CHAT_MARKS[replay] = found
+    return found
+
+
+class _ChatTurn(_Turn):
+    """A chat's turn with AFC as one call; its recorded output holds what the turn
+    appended to the chat's history (``history``: all of it, ``curated``: the valid
+    turns), which a replay appends again."""
+
+    def __init__(self, chat: Any, kwargs: dict[str, Any], *, stream: bool) -> None:
+        super().__init__(kwargs, stream=stream)
+        self.chat = chat
+        self.start = (len(chat.get_history()), len(chat.get_history(curated=True)))
+
+    def appended(self) -> dict[str, JSON]:
+        full, curated = self.start
+        return {
+            "history": [_response_json(c) for c in self.chat.get_history()[full:]],
+            "curated": [_response_json(c) for c in self.chat.get_history(curated=True)[curated:]],
+        }
+
+    def output(self, response: Any) -> JSON:
+        return {"response": _response_json(response), **self.appended()}
+
+    def items(self, source: Iterable[Any], recorder: StreamRecorder) -> Iterator[Any]:
+        # The rounds' generate_content_stream calls are made as the stream is read.
+        iterator = iter(source)
+        while True:
+            with inside_sdk_call():
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    break
+            yield item
+        recorder.extra.update(self.appended())
+
+    async def aitems(self, source: Any, recorder: StreamRecorder) -> AsyncIterator[Any]:
+        iterator = source.__aiter__()
+        while True:
+            with inside_sdk_call():
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+            yield item
+        recorder.extra.update(self.appended())
+
+    def restore(self, output: JSON, *, is_async: bool) -> Any:
+        if not isinstance(output, dict):
+            return output
+        if not self.stream:
+            self.extend(output)
+            return _response(self.kwargs, output.get("response"))
+        what = "google-genai chat send_message_stream"
+        items = [_response(self.kwargs, chunk) for chunk in recorded_chunks(output, what=what)]
+        return self._areplayed(items, output) if is_async else self._replayed(items, output)
+
+    def _replayed(self, items: list[Any], output: dict[str, Any]) -> Iterator[Any]:
+        yield from items
+        self.extend(output)
+
+    async def _areplayed(self, items: list[Any], output: dict[str, Any]) -> AsyncIterator[Any]:
+        for item in items:
+            yield item
+        self.extend(output)
+
+    def extend(self, output: dict[str, Any]) -> None:
+        """Append the recorded turn to the chat's history, as the live turn did."""
+        for key, curated in (("history", False), ("curated", True)):
+            contents = output.get(key)
+            if isinstance(contents, list):
+                history = self.chat.get_history(curated=curated)
+                history.extend(types.Content.model_validate(c) for c in contents)
 
 
 # --- JSON ------------------------------------------------------------------------------
