@@ -45,7 +45,9 @@ During a frozen replay:
 Not recorded: the other endpoints (``chats`` built on ``generate_content`` are; embeddings,
 images, files, caches, live sessions are not). With automatic function calling (Python
 functions as ``tools``) the SDK's whole loop, the functions' runs included, is one recorded
-call, and a replay returns its final answer without running the functions. A recorded API
+call, and a replay returns its final answer without running the functions: for
+``generate_content`` and for a chat's ``send_message``/``send_message_stream`` (which run
+the loop themselves; a replay also appends the recorded turn to the chat's history). A recorded API
 error is raised again as the SDK's own ``google.genai.errors`` type (``ClientError`` for a
 429) with its code and body.
 """
