@@ -356,3 +356,28 @@ def test_a_chat_with_automatic_function_calling_and_a_changed_message_diverges(
         changed()
     assert EMAILS == ["ana"]
     assert api.refused == []
+
+
+def test_a_bundle_with_a_chats_afc_rounds_recorded_apart_still_replays(
+    tmp_path: Path, api: FakeGemini, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As bundles recorded before chats' AFC turns were recorded whole: a call a round.
+    from sftrace.integrations import google_genai
+
+    afc_script(api, stream=False)
+    EMAILS.clear()
+    path = tmp_path / "run.sftrace"
+    agent = afc_agent(api, is_async=False, stream=False)
+    with monkeypatch.context() as patched, record("agent", output=path):
+        patched.setattr(google_genai, "_runs_functions", lambda config: False)
+        recorded = agent()
+    assert len(load_bundle(path).calls) == 2
+    api.offline()
+    EMAILS.clear()  # the function runs again between the rounds, as it did then
+    with replay(path) as session:
+        replayed = agent()
+    session.verify_complete()
+    assert session.divergence is None
+    assert replayed == recorded
+    assert EMAILS == ["ana"]
+    assert api.refused == []
