@@ -72,6 +72,10 @@ OUTPUT_UNRECORDED: Final = "sftrace.output.unrecorded"
 # With OUTPUT when the result held non-finite floats, stored there as the strings "NaN",
 # "Infinity", "-Infinity": JSON of their paths (lists of keys and indexes).
 OUTPUT_NONFINITE: Final = "sftrace.output.nonfinite"
+# With OUTPUT when the integration turns the result into text that its JSON does not give
+# back (LangChain's ToolMessage content: str() of a value json.dumps refuses): that text,
+# redacted; a replay hands it to the integration with the recorded output.
+OUTPUT_TEXT: Final = "sftrace.output.text"
 REPLAY_POLICY: Final = "sftrace.replay_policy"
 ERROR_TYPE: Final = "sftrace.error.type"  # qualified name of the exception type
 ERROR_MESSAGE: Final = "sftrace.error.message"

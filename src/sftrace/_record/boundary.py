@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -38,6 +38,19 @@ from sftrace._record.unrecorded import unrecorded_error, unrecorded_reason
 
 T = TypeVar("T")
 Restore = Callable[[Any], Any]
+
+
+class ResultText(Protocol):
+    """A text an integration makes of a call's result that the result's JSON does not give
+    back (LangChain's ToolMessage content, ``str()`` of a value ``json.dumps`` refuses):
+    recorded, redacted, as ``sftrace.output.text``; a replay answers with :meth:`restore`."""
+
+    def text(self, value: Any) -> str | None:
+        """The text made of ``value`` (a result the body returned), None when its JSON gives
+        the same text back."""
+
+    def restore(self, value: Any, text: str) -> Any:
+        """What the call answers with, from the restored recorded value and its text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +116,7 @@ class BoundaryCall:
         "decision",
         "input_digest",
         "output_digest",
+        "output_text",
         "redactions",
         "run",
         "seq",
@@ -132,6 +146,8 @@ class BoundaryCall:
         digest = None
         # The recorded output's digest, as its line stores it (for ``finish_recorded``).
         self.output_digest: str | None = None
+        # The recorded output's sftrace.output.text (set by ``finish_recorded``).
+        self.output_text: str | None = None
         if replay is not None:
             # Decided before the span starts: a recorded call with the same input text
             # lends the span the digest its line stores of that text.
@@ -182,7 +198,7 @@ class BoundaryCall:
         decision = self.decision
         return decision is None or decision.action in RUNS_BODY
 
-    def substitute(self, restore: Restore) -> Any:
+    def substitute(self, restore: Restore, result_text: ResultText | None = None) -> Any:
         """The value a replay answers with instead of running the body (or raises)."""
         decision = self.decision
         assert decision is not None
@@ -198,12 +214,15 @@ class BoundaryCall:
             value = replay.manual(recorded)
             self.finish(value)
             return value
-        return restore(self.finish_recorded())
+        value = restore(self.finish_recorded())
+        if result_text is not None and self.output_text is not None:
+            return result_text.restore(value, self.output_text)
+        return value
 
-    async def asubstitute(self, restore: Restore) -> Any:
+    async def asubstitute(self, restore: Restore, result_text: ResultText | None = None) -> Any:
         """:meth:`substitute` for an async call (see :meth:`await_recorded_cancellation`)."""
         await self.await_recorded_cancellation()
-        return self.substitute(restore)
+        return self.substitute(restore, result_text)
 
     async def await_recorded_cancellation(self) -> None:
         """Before an async call answers from the recording: when the recorded call was
@@ -217,9 +236,15 @@ class BoundaryCall:
         ):
             await await_cancellation(decision, self.run.replay)
 
-    def finish(self, value: Any, extra: Mapping[str, Any] | None = None) -> None:
+    def finish(
+        self,
+        value: Any,
+        extra: Mapping[str, Any] | None = None,
+        result_text: ResultText | None = None,
+    ) -> None:
         """Record a result produced by the body (or the manual handler); ``extra``:
-        attributes the caller knows of it (an LLM call's usage or cost)."""
+        attributes the caller knows of it (an LLM call's usage or cost); ``result_text``:
+        the text the integration makes of it, when its JSON does not give that back."""
         if extra:  # what the caller says wins over what the response says
             self.span.set_attributes(extra)
         what = f"{self.spec.kind} {self.spec.name!r} result"
@@ -244,9 +269,24 @@ class BoundaryCall:
         self._set_output(output_json)
         if nonfinite:  # where the strings stand for floats: a replay hands back floats
             self.span.set_attribute(A.OUTPUT_NONFINITE, canonical(nonfinite))
+        if result_text is not None:
+            self._set_output_text(value, result_text)
         if self.spec.kind == A.KIND_LLM:
             found = llm_response_attributes(value)
             self.span.set_attributes({k: v for k, v in found.items() if k not in (extra or ())})
+
+    def _set_output_text(self, value: Any, result_text: ResultText) -> None:
+        """Record the text ``result_text`` makes of ``value``, redacted after the output
+        (so the secrets the output's sensitive keys held are known)."""
+        try:
+            text = result_text.text(value)
+        except Exception:  # never break the host: the replay answers as without it
+            return
+        if text is None:
+            return
+        text, found = self.run.redactor.redact_text(text, known=self.run.known_secrets)
+        self._note_redactions([redaction.record("output_text") for redaction in found])
+        self.span.set_attribute(A.OUTPUT_TEXT, text)
 
     def finish_recorded(self) -> Any:
         """Record the recorded result a replay answers with (the decision's recorded
@@ -273,6 +313,11 @@ class BoundaryCall:
                 nonfinite = recorded.attributes.get(A.OUTPUT_NONFINITE)
                 if isinstance(nonfinite, str):
                     self.span.set_attribute(A.OUTPUT_NONFINITE, nonfinite)
+            if recorded.may_have(A.OUTPUT_TEXT):
+                text = recorded.attributes.get(A.OUTPUT_TEXT)
+                if isinstance(text, str):
+                    self.output_text = text
+                    self.span.set_attribute(A.OUTPUT_TEXT, text)
         if self.spec.kind == A.KIND_LLM:
             attributes = recorded.attributes
             self.span.set_attributes(
@@ -284,7 +329,11 @@ class BoundaryCall:
         )
         if recorded_redactions:
             self._note_redactions(
-                [r for r in loads(recorded_redactions) if r.get("field") == "output"]
+                [
+                    r
+                    for r in loads(recorded_redactions)
+                    if r.get("field") in ("output", "output_text")
+                ]
             )
         return value
 
@@ -394,16 +443,18 @@ def call_sync(
     body: Callable[[], T],
     restore: Restore,
     extra: Mapping[str, Any] | None = None,
+    result_text: ResultText | None = None,
 ) -> T:
     """Run one call through its boundary; ``extra``: attributes the caller knows of the
-    call's result (an LLM call's cost), set when the body ran."""
+    call's result (an LLM call's cost), set when the body ran; ``result_text``: see
+    :class:`ResultText`."""
     call = BoundaryCall(run, spec, input_json)
     try:
         if call.runs_body:
             value = body()
-            call.finish(value, extra)
+            call.finish(value, extra, result_text)
             return value
-        result: T = call.substitute(restore)
+        result: T = call.substitute(restore, result_text)
         return result
     except BaseException as exc:
         call.fail(exc)
@@ -419,14 +470,15 @@ async def call_async(
     body: Callable[[], Awaitable[T]],
     restore: Restore,
     extra: Mapping[str, Any] | None = None,
+    result_text: ResultText | None = None,
 ) -> T:
     call = BoundaryCall(run, spec, input_json)
     try:
         if call.runs_body:
             value = await body()
-            call.finish(value, extra)
+            call.finish(value, extra, result_text)
             return value
-        result: T = await call.asubstitute(restore)
+        result: T = await call.asubstitute(restore, result_text)
         return result
     except BaseException as exc:
         call.fail(exc)
