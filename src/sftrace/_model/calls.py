@@ -18,7 +18,13 @@ from sftrace._model.text import shorten
 LineRef = tuple[bytes | bytearray, int, int, str, int]
 """Where a loaded call's span line is: (data, start, end, file name, line number)."""
 
-NOTED_KEYS = (A.REDACTIONS, A.OUTPUT_UNRECORDED, A.HANDED_OFF, A.OUTPUT_NONFINITE)
+NOTED_KEYS = (
+    A.REDACTIONS,
+    A.OUTPUT_UNRECORDED,
+    A.HANDED_OFF,
+    A.OUTPUT_NONFINITE,
+    A.OUTPUT_TEXT,
+)
 """Attributes few calls have that a replay asks every call about (answering it, or at
 its start, which calls were handed to threads): a loaded call notes at load which of them
 it has, so :meth:`Call.may_have` tells without searching its line."""
@@ -418,6 +424,7 @@ def _noted(attributes: dict[str, Any]) -> tuple[str, ...]:
         and A.OUTPUT_UNRECORDED not in attributes
         and A.HANDED_OFF not in attributes
         and A.OUTPUT_NONFINITE not in attributes
+        and A.OUTPUT_TEXT not in attributes
     ):
         return ()
     return tuple(key for key in NOTED_KEYS if key in attributes)
