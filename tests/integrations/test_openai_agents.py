@@ -28,7 +28,16 @@ from agents.models import _openai_shared
 from fake_responses_api import ResponsesModelAPI
 from pydantic import BaseModel
 
-from sftrace import ConfigError, ReplayMismatchError, load_bundle, record, replay
+from sftrace import (
+    BundleError,
+    ConfigError,
+    ReplayMismatchError,
+    load_bundle,
+    record,
+    replay,
+    replay_run,
+)
+from sftrace.integrations._agents_model import _restore_response
 from sftrace.integrations.openai_agents import instrument, uninstrument_all
 
 QUESTION = "What is the weather in Lisbon?"
@@ -186,6 +195,46 @@ def test_a_changed_agent_diverges_on_the_model_request(tmp_path: Path) -> None:
         run_with("run_sync", agent)
     assert [d[0] for d in raised.value.differences] == ["$.system_instructions"]
     assert api.refused == []
+
+
+@pytest.mark.parametrize(
+    ("recorded_how", "replayed_how", "reason"),
+    [
+        ("run_streamed", "run", "was streamed in the recording (Runner.run_streamed) but not"),
+        ("run", "run_streamed", "was not streamed in the recording (Runner.run) but is"),
+    ],
+)
+def test_a_run_streamed_one_way_and_replayed_the_other_diverges_at_the_first_model_call(
+    tmp_path: Path, recorded_how: str, replayed_how: str, reason: str
+) -> None:
+    """Whether the model call streams is not in its compared request (bundles recorded
+    before it still match), but a recorded response of the other shape cannot answer it:
+    the replay diverges there, not an internal KeyError or a 'was the bundle edited?'."""
+    api = ResponsesModelAPI()
+    agent = responses_agent(api)
+    with record("triage", output=tmp_path / "run.sftrace"):
+        run_with(recorded_how, agent)
+    api.offline()
+    result = replay_run(tmp_path / "run.sftrace", lambda: run_with(replayed_how, agent))
+    assert result.status == "diverged", result.error
+    divergence = result.divergence
+    assert isinstance(divergence, ReplayMismatchError)
+    assert result.error is divergence
+    assert divergence.call_number == 1
+    assert divergence.recorded is not None
+    assert divergence.recorded["seq"] == 1
+    assert divergence.reached["name"] == "gpt-4.1"
+    assert str(divergence).startswith("replay diverged at call 1: call 1 (llm openai/gpt-4.1) ")
+    assert reason in str(divergence)
+    assert api.refused == []
+
+
+@pytest.mark.parametrize("output", [{"chunks": [], "complete": True}, {"output": []}, None])
+def test_a_recorded_model_response_of_another_shape_is_a_bundle_error(output: Any) -> None:
+    """What restores a recorded model response refuses one edited out of shape with a
+    BundleError naming it, never an internal KeyError."""
+    with pytest.raises(BundleError, match=r"no 'output' list and 'usage'\): was the bundle edited"):
+        _restore_response(output)
 
 
 def test_default_provider_run_replays_despite_its_per_run_prompt_cache_key(

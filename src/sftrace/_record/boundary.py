@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -117,6 +117,7 @@ class BoundaryCall:
         "input_digest",
         "output_digest",
         "output_text",
+        "reached",
         "redactions",
         "run",
         "seq",
@@ -148,12 +149,12 @@ class BoundaryCall:
         self.output_digest: str | None = None
         # The recorded output's sftrace.output.text (set by ``finish_recorded``).
         self.output_text: str | None = None
+        self.reached: Reached | None = None
         if replay is not None:
             # Decided before the span starts: a recorded call with the same input text
             # lends the span the digest its line stores of that text.
-            self.decision = decision = replay.decide(
-                Reached(spec.kind, spec.name, spec.provider, input_json), seq=seq
-            )
+            self.reached = reached = Reached(spec.kind, spec.name, spec.provider, input_json)
+            self.decision = decision = replay.decide(reached, seq=seq)
             recorded = decision.recorded
             if recorded is not None:
                 digest, self.output_digest = recorded.stored_digests()
@@ -374,6 +375,27 @@ class BoundaryCall:
             if self.run.replay is not None:
                 self.run.replay.diverge(error)
             raise error
+
+    def refuse_recorded(self, reason: str) -> NoReturn:
+        """Diverge at this call, which matched a recorded call that cannot answer it:
+        ``reason`` says why, following "call N (label) " (it was streamed, this call is
+        not). Raises the divergence (``ReplayMismatchError``)."""
+        decision, reached, replay = self.decision, self.reached, self.run.replay
+        assert decision is not None
+        assert reached is not None
+        recorded = decision.recorded
+        assert recorded is not None
+        number = replay.reached_count if replay is not None else self.seq
+        error = ReplayMismatchError(
+            f"replay diverged at call {number}: call {recorded.seq} ({recorded.label}) {reason}",
+            call_number=number,
+            recorded=recorded.describe(),
+            reached=reached.describe(),
+            differences=[],
+        )
+        if replay is not None:
+            replay.diverge(error)
+        raise error
 
     def _check_derived(self, decision: Decision, output_json: str) -> None:
         recorded = decision.recorded

@@ -17,6 +17,7 @@ from agents.models.interface import Model
 from openai.types.responses import ResponseOutputItem, ResponseStreamEvent
 from pydantic import TypeAdapter
 
+from sftrace._errors import BundleError
 from sftrace._record.boundary import BoundaryCall
 from sftrace._record.llm import llm_spec
 from sftrace.integrations import openai as openai_integration
@@ -30,6 +31,7 @@ from sftrace.integrations._common import (
     inside_sdk_call,
     recorded_chunks,
     recording_run,
+    refuse_other_shape,
     summary,
     wire_json,
 )
@@ -125,6 +127,16 @@ def _response_output(response: ModelResponse) -> JSON:
 
 
 def _restore_response(output: JSON) -> ModelResponse:
+    if not (
+        isinstance(output, dict)
+        and isinstance(output.get("output"), list)
+        and isinstance(output.get("usage"), dict)
+    ):
+        raise BundleError(
+            "a model response asks for a response, but the recorded one is not a model "
+            "response (it has no 'output' list and 'usage'): was the bundle edited? "
+            "Re-record the run"
+        )
     return ModelResponse(
         output=[_construct(ResponseOutputItem, item) for item in output["output"]],
         usage=_USAGE.validate_python(output["usage"]),
@@ -144,6 +156,16 @@ def _stream_summary(chunks: list[JSON]) -> dict[str, Any]:
     return summary(model, usage)
 
 
+def _refuse_other_shape(call: BoundaryCall, *, streamed: bool) -> None:
+    refuse_other_shape(
+        call,
+        streamed=streamed,
+        response_key="output",
+        streamed_by="Runner.run_streamed",
+        plain_by="Runner.run",
+    )
+
+
 def _get_response(original: Any, options: Options) -> Any:
     @functools.wraps(original)
     async def get_response(self: Model, *args: Any, **kwargs: Any) -> ModelResponse:
@@ -152,6 +174,7 @@ def _get_response(original: Any, options: Options) -> Any:
             return await original(self, *args, **kwargs)  # type: ignore[no-any-return]
         with ending(call):
             if not call.runs_body:
+                _refuse_other_shape(call, streamed=False)
                 restored: ModelResponse = await call.asubstitute(_restore_response)
                 return restored
             with inside_sdk_call():
@@ -194,6 +217,7 @@ def _stream_response(original: Any, options: Options) -> Any:
             return
         if not call.runs_body:
             with ending(call):
+                _refuse_other_shape(call, streamed=True)
                 output = call.substitute(lambda value: value)
                 chunks = recorded_chunks(output, what="a streamed model response")
             for chunk in chunks:

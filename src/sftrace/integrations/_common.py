@@ -18,6 +18,7 @@ from sftrace._model.jsonpath import parse_paths, strip
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import canonical, dumps, to_json
 from sftrace._record.boundary import BoundaryCall
+from sftrace._record.intercept import Action
 from sftrace._record.run import ActiveRun, current_run
 
 JSON = Any
@@ -258,6 +259,47 @@ async def arecord_items(source: Any, recorder: StreamRecorder) -> AsyncIterator[
         async for item in source:
             recorder.add(item)
             yield item
+
+
+def is_recorded_stream(output: Any) -> bool:
+    """Whether a recorded response is a stream's (``StreamRecorder``'s ``chunks``)."""
+    return isinstance(output, dict) and isinstance(output.get("chunks"), list)
+
+
+def refuse_other_shape(
+    call: BoundaryCall, *, streamed: bool, response_key: str, streamed_by: str, plain_by: str
+) -> None:
+    """During a replay, before a call is answered from the recording: diverge when the
+    recorded call was streamed and this one is not, or the reverse (whether a call
+    streams may be no part of its compared request; bundles recorded before it was
+    checked here still match). ``response_key``: the key a recorded response that is
+    no stream has; ``streamed_by``/``plain_by``: what makes a call that streams / that
+    does not (``Runner.run_streamed``), for the message.
+
+    A recorded response of neither shape is left to the restoring code (a BundleError:
+    was the bundle edited?), as is one answered by a manual handler or never recorded.
+    """
+    decision = call.decision
+    if decision is None or decision.action is not Action.RETURN:
+        return
+    recorded = decision.recorded
+    if recorded is None or recorded.output_json is None:
+        return
+    output = recorded.output
+    if streamed == is_recorded_stream(output):
+        return
+    if streamed and not (isinstance(output, dict) and response_key in output):
+        return
+    if streamed:
+        reason = (
+            f"was not streamed in the recording ({plain_by}) but is in the replay ({streamed_by})"
+        )
+    else:
+        reason = f"was streamed in the recording ({streamed_by}) but not in the replay ({plain_by})"
+    call.refuse_recorded(
+        f"{reason}: its recorded response cannot answer it; run the agent the way it was "
+        f"recorded, or record it again"
+    )
 
 
 def recorded_chunks(output: JSON, *, what: str) -> list[JSON]:

@@ -35,7 +35,10 @@ theirs, and so on):
   as the Responses API's JSON, the SDK's ``Usage``), or for a stream ``{"chunks":
   [...], "complete", "model", "usage"}`` (every Responses API event). A replay returns
   a real ``ModelResponse`` (or yields the recorded events as the SDK's event types)
-  without calling the model: no HTTP request, whatever the provider.
+  without calling the model: no HTTP request, whatever the provider. Whether the call
+  streams is not in the compared request; a replay that streams a call recorded
+  without streaming (``Runner.run_streamed`` replaying a ``Runner.run`` recording), or
+  the reverse, diverges at that call.
 - **Function tools** (``@function_tool``, ``FunctionTool``) are recorded as tool spans
   named by the tool's name: the input is the arguments the model chose (the tool call's
   JSON arguments), the output what the function returned. During a frozen replay the
