@@ -117,6 +117,36 @@ def test_changed_prompt_is_a_strict_mismatch(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("recorded_how", "replayed_how", "reason"),
+    [
+        ("stream", "invoke", "was streamed in the recording (stream/astream) but not"),
+        ("astream", "ainvoke", "was streamed in the recording (stream/astream) but not"),
+        ("invoke", "stream", "was not streamed in the recording (invoke/ainvoke) but is"),
+        ("ainvoke", "astream", "was not streamed in the recording (invoke/ainvoke) but is"),
+    ],
+)
+def test_a_model_streamed_one_way_and_replayed_the_other_diverges(
+    tmp_path: Path, recorded_how: str, replayed_how: str, reason: str
+) -> None:
+    """Streaming is not in the compared request, but a recorded response of the other
+    shape cannot answer the call: the replay diverges there (not a KeyError, not a
+    'was the bundle edited?' BundleError)."""
+    inner = ScriptedChatModel(replies=[answer()])
+    model = wrap_chat_model(inner)
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        run_model(model, recorded_how)
+    inner.offline()
+    with replay(path) as session, pytest.raises(ReplayMismatchError) as raised:
+        run_model(model, replayed_how)
+    assert session.divergence is raised.value
+    assert raised.value.call_number == 1
+    message = str(raised.value)
+    assert message.startswith("replay diverged at call 1: call 1 (llm fakeai/scripted-1) ")
+    assert reason in message
+
+
 def test_bound_tools_keep_recording_and_are_part_of_the_request(tmp_path: Path) -> None:
     """bind_tools on the wrapper binds to the wrapper; the tools are in the recorded request."""
     inner = ScriptedChatModel(replies=[asks_for_lookup()])

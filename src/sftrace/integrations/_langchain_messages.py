@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, BaseMessageChunk, messages_from_dict
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from sftrace._errors import BundleError
 from sftrace.integrations._common import JSON, summary
 
 
@@ -74,6 +75,11 @@ def result_output(result: ChatResult) -> JSON:
 
 
 def restore_result(output: JSON) -> ChatResult:
+    if not (isinstance(output, dict) and isinstance(output.get("generations"), list)):
+        raise BundleError(
+            "a chat model call asks for a result, but the recorded one is not a chat "
+            "result (it has no 'generations' list): was the bundle edited? Re-record the run"
+        )
     return ChatResult(
         generations=[
             ChatGeneration(message=_message(g["message"]), generation_info=g["generation_info"])

@@ -29,7 +29,10 @@ A model call's request, as recorded and compared by a strict replay:
     fields minus its ``id`` and minus fields left at their default (message ids are made
     up per run by LangChain and LangGraph, and not sent to providers), the stop words
     when given, and what the model was bound with or called with (``tools``,
-    ``tool_choice``...), minus the JSON paths given as ``ignore_fields``.
+    ``tool_choice``...), minus the JSON paths given as ``ignore_fields``. Whether the
+    call streams is not in it: a replay that streams a call recorded as one
+    (``stream``/``astream``, LangGraph's ``stream_mode="messages"``), or the reverse,
+    diverges at that call.
 
 A model call's response, as recorded:
     ``{"generations": [{"message": ..., "generation_info": ...}], "llm_output": ...,
@@ -75,6 +78,7 @@ from sftrace.integrations._common import (
     ending,
     record_items,
     recorded_chunks,
+    refuse_other_shape,
     request_json,
 )
 from sftrace.integrations._langchain_messages import (
@@ -288,8 +292,19 @@ class _StreamingTracedChatModel(TracedChatModel):
             yield chunk
 
 
+def _refuse_other_shape(call: BoundaryCall, *, streamed: bool) -> None:
+    refuse_other_shape(
+        call,
+        streamed=streamed,
+        response_key="generations",
+        streamed_by="stream/astream",
+        plain_by="invoke/ainvoke",
+    )
+
+
 def _replayed_result(call: BoundaryCall) -> ChatResult:
     """The recorded result of a call a replay does not make."""
+    _refuse_other_shape(call, streamed=False)
     restored: ChatResult = call.substitute(restore_result)
     return restored
 
@@ -309,6 +324,7 @@ def _open_stream(call: BoundaryCall, open_source: Callable[[], S]) -> tuple[Stre
 def _replayed_chunks(call: BoundaryCall) -> list[ChatGenerationChunk]:
     """The recorded chunks of a replayed stream (the call's span ends here)."""
     with ending(call):
+        _refuse_other_shape(call, streamed=True)
         output = call.substitute(lambda value: value)
         return [
             restore_chunk(chunk) for chunk in recorded_chunks(output, what="a chat model stream")
