@@ -30,8 +30,8 @@ A model call's request, as recorded and compared by a strict replay:
     up per run by LangChain and LangGraph, and not sent to providers), the stop words
     when given, and what the model was bound with or called with (``tools``,
     ``tool_choice``...), minus the JSON paths given as ``ignore_fields``. Whether the
-    call streams is not in it: a replay that streams a call recorded as one
-    (``stream``/``astream``, LangGraph's ``stream_mode="messages"``), or the reverse,
+    call streams is not in it: a replay that streams (``stream``/``astream``, LangGraph's
+    ``stream_mode="messages"``) a call recorded without streaming, or the reverse,
     diverges at that call.
 
 A model call's response, as recorded:
