@@ -14,7 +14,7 @@ import importlib
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -82,17 +82,20 @@ class SftraceGroup(click.Group):
         except _CLICK_EXCEPTIONS:
             raise
         except (SftraceError, OSError) as exc:
-            if _debugging():
-                traceback.print_exc()
-            echo(_error_line(exc), err=True)
-            raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
+            _exit_with(_error_line(exc))
         except (Exception, asyncio.CancelledError) as exc:
-            if _debugging():
-                traceback.print_exc()
             command = ctx.invoked_subcommand
             what = f"`sftrace {command}`" if command else "sftrace"
-            echo(_unexpected_line(what, exc), err=True)
-            raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
+            _exit_with(_unexpected_line(what, exc))
+
+
+def _exit_with(line: str) -> NoReturn:
+    """The error policy, while an exception is handled: its traceback with ``--debug``,
+    ``line`` on stderr, exit 2."""
+    if _debugging():
+        traceback.print_exc()
+    echo(line, err=True)
+    raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
 
 
 @click.group(cls=SftraceGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,10 +119,7 @@ def bad_input_policy() -> Iterator[None]:
     try:
         yield
     except (SftraceError, OSError) as exc:
-        if _debugging():
-            traceback.print_exc()
-        echo(_error_line(exc), err=True)
-        raise click.exceptions.Exit(EXIT_BAD_INPUT) from None
+        _exit_with(_error_line(exc))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
