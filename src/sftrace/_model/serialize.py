@@ -240,7 +240,7 @@ def dumps(
         try:
             converted = _convert(value, serializer, what, 0, True)
         except TraceSerializationError:  # a value only orjson takes (a numpy array)
-            return data.decode()
+            return text
         nonfinite.extend(_nonfinite_paths(converted))
         return orjson.dumps(converted, option=options).decode()
     # Slow path, only on failure: walk the value to name the offending path.

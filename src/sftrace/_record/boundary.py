@@ -18,7 +18,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from sftrace._errors import ReplayMismatchError, TraceSerializationError
+from sftrace._errors import ReplayError, ReplayMismatchError, TraceSerializationError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences
@@ -372,29 +372,38 @@ class BoundaryCall:
         """Raise when ``recorded``'s result could not be recorded: nothing to answer with."""
         error = unrecorded_error(recorded)
         if error is not None:
-            if self.run.replay is not None:
-                self.run.replay.diverge(error)
-            raise error
+            self._diverge(error)
 
     def refuse_recorded(self, reason: str) -> NoReturn:
         """Diverge at this call, which matched a recorded call that cannot answer it:
         ``reason`` says why, following "call N (label) " (it was streamed, this call is
         not). Raises the divergence (``ReplayMismatchError``)."""
-        decision, reached, replay = self.decision, self.reached, self.run.replay
+        decision, reached = self.decision, self.reached
         assert decision is not None
         assert reached is not None
         recorded = decision.recorded
         assert recorded is not None
-        number = replay.reached_count if replay is not None else self.seq
-        error = ReplayMismatchError(
-            f"replay diverged at call {number}: call {recorded.seq} ({recorded.label}) {reason}",
-            call_number=number,
-            recorded=recorded.describe(),
-            reached=reached.describe(),
-            differences=[],
+        number = self._number()
+        self._diverge(
+            ReplayMismatchError(
+                f"replay diverged at call {number}: call {recorded.seq} ({recorded.label}) "
+                f"{reason}",
+                call_number=number,
+                recorded=recorded.describe(),
+                reached=reached.describe(),
+                differences=[],
+            )
         )
-        if replay is not None:
-            replay.diverge(error)
+
+    def _number(self) -> int:
+        """The number a divergence at this call names: the replay's count of reached calls."""
+        replay = self.run.replay
+        return replay.reached_count if replay is not None else self.seq
+
+    def _diverge(self, error: ReplayError) -> NoReturn:
+        """Record ``error`` as the replay's divergence and raise it."""
+        if self.run.replay is not None:
+            self.run.replay.diverge(error)
         raise error
 
     def _check_derived(self, decision: Decision, output_json: str) -> None:
@@ -408,20 +417,16 @@ class BoundaryCall:
         if canonical(replayed) == canonical(recorded.output):
             return
         diffs = differences(recorded.output, replayed)
-        replay = self.run.replay
-        number = replay.reached_count if replay is not None else self.seq
         error = ReplayMismatchError(
             f"call {recorded.seq} ({recorded.label}) has replay_policy='derived', but running it "
             f"again gave a different result than recorded:\n"
             + format_differences(diffs, left="recorded", right="replayed"),
-            call_number=number,
+            call_number=self._number(),
             recorded=recorded.describe(),
             reached={"kind": recorded.kind, "name": recorded.name, "output": replayed},
             differences=diffs,
         )
-        if replay is not None:
-            replay.diverge(error)
-        raise error
+        self._diverge(error)
 
     def fail(self, exc: BaseException) -> None:
         span = self.span

@@ -17,7 +17,7 @@ from sftrace._model.text import pluralize
 from sftrace._regress.compare import compare
 from sftrace._regress.expectations import Expectations, unmet_expectation_keys
 from sftrace._regress.findings import FindingCode, Severity
-from sftrace._replay.run import ReplayResult
+from sftrace._replay.run import ReplayResult, run_span_attributes
 
 __all__ = ["Signature", "check_reproduced", "describe", "signature"]
 
@@ -32,10 +32,7 @@ def signature(
         return None
     parts: list[tuple[str, ...]] = []
     if recorded.status == "failed":
-        run = next(
-            (s for s in result.spans if (s.attributes or {}).get(A.KIND) == A.KIND_RUN), None
-        )
-        attributes = dict(run.attributes or {}) if run is not None else {}
+        attributes = run_span_attributes(result.spans)
         parts.append(
             (
                 "failure",

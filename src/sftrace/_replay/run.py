@@ -205,14 +205,19 @@ def _run_coroutine(coroutine: Any) -> Any:
         return pool.submit(context.run, asyncio.run, coroutine).result()
 
 
-def run_failure_message(spans: Iterable[ReadableSpan]) -> str | None:
-    """The failure message on a replay's run span, None when the run did not fail."""
+def run_span_attributes(spans: Iterable[ReadableSpan]) -> Mapping[str, Any]:
+    """The attributes of a replay's run span (empty when it has none)."""
     for span in spans:
         attributes = span.attributes or {}
         if attributes.get(A.KIND) == A.KIND_RUN:
-            message = attributes.get(A.ERROR_MESSAGE)
-            return message if isinstance(message, str) else None
-    return None
+            return attributes
+    return {}
+
+
+def run_failure_message(spans: Iterable[ReadableSpan]) -> str | None:
+    """The failure message on a replay's run span, None when the run did not fail."""
+    message = run_span_attributes(spans).get(A.ERROR_MESSAGE)
+    return message if isinstance(message, str) else None
 
 
 def _cancelled_for_real() -> bool:
