@@ -303,6 +303,7 @@ def test_json_document(bundle: tuple[Path, str]) -> None:
         "match_counts",
         "unused",
         "divergence",
+        "recording_end",
         "saved_path",
     ]
     assert document["verdict"] == "reproduced"

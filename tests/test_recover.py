@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 import sftrace
+from crash_helpers import partials, snapshot
 from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool
 from sftrace._bundle.format import HEADER_FILE, JOURNAL_FILE, PARTIAL_SUFFIX
 from sftrace._bundle.partial import unfinished_recordings
@@ -41,20 +42,6 @@ def lookup(city: str) -> dict[str, Any]:
 @trace_tool
 def plan(city: str) -> list[Any]:
     return [lookup(city), lookup(city + " airport")]
-
-
-def partials(directory: Path) -> list[Path]:
-    return sorted(directory.glob(f".*{PARTIAL_SUFFIX}"))
-
-
-def snapshot(session: sftrace.RecordingSession, into: Path) -> Path:
-    """What a SIGKILL at this instant would leave: a copy of the run's journal directory."""
-    assert session.path is not None
-    [live] = [p for p in partials(session.path.parent) if session.run_id in p.name]
-    into.mkdir(parents=True, exist_ok=True)
-    copy = into / live.name
-    shutil.copytree(live, copy)
-    return copy
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@
     └── ReplayError                             anything that goes wrong while replaying
         ├── ReplayMismatchError                 the call reached differs from the recorded one
         ├── ReplayExhaustedError                a call after every recorded call was used
+        │   └── RecordingEndedError             ... of a recording whose process died there
         ├── ReplayPolicyError                   a call its policy or mode refuses
         ├── IncompleteReplayError               recorded calls were never reached
         ├── UnrecordedResultError               a call whose result could not be recorded
@@ -119,6 +120,16 @@ class ReplayExhaustedError(ReplayError):
         self.reached = reached
 
 
+class RecordingEndedError(ReplayExhaustedError):
+    """A call was reached after every call of an ``interrupted`` recording was used.
+
+    The recorded run's process died there (``sftrace recover`` rebuilt what it had
+    written): the agent got as far as the recording goes, and what it did next was never
+    recorded. Raised into the agent to stop its replay; the replay's status is then
+    ``"interrupted"``, the recording's own, and is no divergence.
+    """
+
+
 class ReplayPolicyError(ReplayError):
     """The replay mode or the call's recorded policy refuses this call."""
 
@@ -182,6 +193,7 @@ for _error in (
     ReplayError,
     ReplayMismatchError,
     ReplayExhaustedError,
+    RecordingEndedError,
     ReplayPolicyError,
     IncompleteReplayError,
     RecordedDependencyError,

@@ -34,6 +34,8 @@ from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes, encode_attributes
 
 _UNSEQUENCED = 1 << 62
+# Kept in a reparented span's data while the run is rebuilt: the parent it had.
+_ORIGINAL_PARENT = "_sftrace_original_parent"
 
 
 @dataclass
@@ -178,6 +180,8 @@ def rebuild(partial: Path, header: dict[str, Any]) -> Recovered:
     by_id = {span.span_id: span for span in spans}
     ordered = _order(run, spans, by_id, notes)
     calls = [s for s in ordered if s.kind in (A.KIND_TOOL, A.KIND_LLM)]
+    if not runs:
+        _note_inside_unfinished(run, calls)
     lost = _lost_calls(calls, notes, interrupted=not runs)
     totals = RunTotals()
     for span in ordered:
@@ -367,7 +371,7 @@ def _order(
     for span in spans:
         parent = span.parent
         if span is not run and (parent is None or parent not in by_id or parent == span.span_id):
-            _reparent(span, run, notes)
+            _reparent(span, run, notes, unfinished=parent is not None and parent not in by_id)
     # Each span is walked up to one already known to reach the run, once: linear in the
     # number of spans however long the parent chains are.
     reaches_run = {run.span_id}
@@ -400,8 +404,31 @@ def _order(
     return result
 
 
-def _reparent(span: _Span, run: _Span, notes: list[str]) -> None:
+def _note_inside_unfinished(run: _Span, calls: list[_Span]) -> None:
+    """List on the run span the calls that ran inside a span the process died in (their
+    parent never reached the journal): a replay stops where the agent reaches that span's
+    call instead of them (``sftrace.inside_unfinished``)."""
+    inside = sorted(
+        span.seq
+        for span in calls
+        if span.seq is not None and span.data.get(_ORIGINAL_PARENT) not in (None, run.span_id)
+    )
+    for span in calls:
+        span.data.pop(_ORIGINAL_PARENT, None)
+    if inside:
+        run.data["attributes"] = [
+            *run.data.get("attributes", []),
+            *encode_attributes({A.INSIDE_UNFINISHED: orjson.dumps(inside).decode()}),
+        ]
+        run.attributes[A.INSIDE_UNFINISHED] = orjson.dumps(inside).decode()
+
+
+def _reparent(span: _Span, run: _Span, notes: list[str], *, unfinished: bool = False) -> None:
+    """Attach ``span`` to the run span; ``unfinished``: its parent never ended (the
+    process died inside it), as opposed to a parent cycle of a damaged journal."""
     original = span.parent
+    if unfinished and span.seq is not None:
+        span.data[_ORIGINAL_PARENT] = original  # dropped again before the span is written
     span.data["parentSpanId"] = run.span_id
     if original is not None and original != run.span_id:
         notes.append(

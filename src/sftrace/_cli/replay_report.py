@@ -103,6 +103,9 @@ def replay_document(
             for call in result.unused
         ],
         "divergence": None if divergence is None else _divergence_document(divergence),
+        "recording_end": None
+        if result.recording_end is None
+        else _divergence_document(result.recording_end),
         "saved_path": str(result.saved_path) if result.saved_path is not None else None,
     }
 
@@ -241,12 +244,18 @@ def print_outcome(console: SafeConsole, result: ReplayResult) -> None:
         console.print(Text("divergence:", style="bold red"))
         for part in str(result.divergence).splitlines():
             console.print(Text(f"  {part}"))
+    elif result.recording_end is not None and result.status == "interrupted":
+        console.print(Text("end of the recording:", style="bold yellow"))
+        console.print(Text(f"  {result.recording_end}"))
     console.print(Text.assemble("result: ", _outcome_text(result)))
     console.print(Text.assemble("recorded: ", _recorded_text(result.bundle)))
 
 
 def _outcome_text(result: ReplayResult) -> Text:
     error, divergence = result.error, result.divergence
+    end = result.recording_end
+    if end is not None and result.status == "interrupted":
+        return Text(f"interrupted: stopped at call {end.call_number}, past the recording")
     if divergence is not None and ended_by_divergence(error, divergence):
         # also when the run ended on an error the replay raised after the divergence (in
         # another thread): the divergence is the cause, named once
@@ -276,6 +285,12 @@ def _recorded_text(recorded: Bundle) -> Text:
 
 
 def _verdict_text(result: ReplayResult, verdict: Verdict) -> Text:
+    if verdict == "reproduced" and result.status == "interrupted":
+        return Text(
+            "reproduced: the replay matched the recording up to where the recorded run was "
+            "interrupted (what it did after that was never recorded)",
+            "bold green",
+        )
     if verdict == "reproduced":
         what = "failure" if result.bundle.status == "failed" else "behaviour"
         return Text(f"reproduced: the replay matched the recording and its {what}", "bold green")

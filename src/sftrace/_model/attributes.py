@@ -92,6 +92,9 @@ ERROR_BODY: Final = "sftrace.error.body"  # JSON of an SDK error's response body
 ERROR_HEADERS: Final = "sftrace.error.headers"
 # JSON array of {"seq", "kind", "name"}: calls still running when the run ended (run span)
 UNFINISHED: Final = "sftrace.unfinished"
+# JSON array of the seqs of calls whose parent span never ended (the process died inside
+# it), attached to the run span by recovery (run span of an interrupted bundle)
+INSIDE_UNFINISHED: Final = "sftrace.inside_unfinished"
 ERROR_STEP: Final = "sftrace.error.step"  # seq of the boundary the run failed in
 CANCELLED: Final = "sftrace.cancelled"
 # True on a cancelled async call whose own code raised the CancelledError (its task was not

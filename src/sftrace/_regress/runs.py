@@ -151,11 +151,18 @@ def as_run(value: Any, label: str) -> ComparedRun:
     if isinstance(value, ReplayResult):
         has_output, output = replayed_output(value)
         error = value.error
+        calls = list(value.calls)
+        status = "failed" if error is not None else "completed"
+        if value.status == "interrupted" and value.recording_end is not None:
+            # The agent went past the end of an interrupted recording and was stopped
+            # there: what it did from then on has nothing recorded to compare with.
+            status, error = "interrupted", None
+            ended = exception_type_name(value.recording_end)[0]
+            calls = [call for call in calls if call.error is None or call.error.type != ended]
         if error is not None:
             error = run_failure(error)  # as a recording names the run's failure
         failure_type = exception_type_name(error)[0] if error is not None else None
         source = value.bundle.path
-        calls = list(value.calls)
         diverged_call = None
         refused: frozenset[int] = frozenset()
         if value.divergence is not None:
@@ -176,7 +183,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             label=label,
             source=f"replay of {source}" if source is not None else "replay",
             calls=calls,
-            status="failed" if error is not None else "completed",
+            status=status,
             failure_type=failure_type,
             failure=f"{failure_type}: {first_line(str(error))}" if error is not None else None,
             has_output=has_output,

@@ -17,6 +17,7 @@ from opentelemetry import trace
 
 from sftrace._errors import (
     BundleError,
+    RecordingEndedError,
     ReplayError,
     ReplayExhaustedError,
     ReplayMismatchError,
@@ -31,7 +32,12 @@ from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._record.intercept import ANSWERED, Action, Decision, Reached
 from sftrace._replay.concurrency import concurrency_of
-from sftrace._replay.mismatch import exhausted_error, mismatch_error, nearest_of
+from sftrace._replay.mismatch import (
+    exhausted_error,
+    mismatch_error,
+    nearest_of,
+    recording_ended_error,
+)
 from sftrace._replay.options import MatchTier, ReplayOptions
 from sftrace._replay.policy import policy_decision
 
@@ -99,6 +105,12 @@ class ReplayController:
         # (kind, name) -> seq of recorded calls still running when the recorded run ended
         # (the bundle lacks them): named where a replay reaches such a call
         self.unfinished: dict[tuple[str, str], int] = {}
+        # For an ``interrupted`` recording (its process died), see end_at_interruption:
+        # where the agent went past the recording's end (the first such call's error), and
+        # the recorded calls made inside the span the process died in.
+        self.interrupted = False
+        self.recording_end: RecordingEndedError | None = None
+        self._inside_unfinished: frozenset[int] = frozenset()
         self._inner = inner_calls(calls, span_parents or {})
         # For a recording whose calls overlapped (a thread pool, asyncio tasks): which of
         # them a strict replay may take out of the recorded order (None: none may; an
@@ -111,6 +123,42 @@ class ReplayController:
         self.reordered = 0  # calls a strict replay took before earlier concurrent ones
         # The reached number -> the replayed call's seq, where the two differ.
         self.replayed_seqs: dict[int, int] = {}
+
+    def end_at_interruption(self, inside_unfinished: frozenset[int]) -> None:
+        """The recording is ``interrupted``: its process died, so the agent may go past
+        its end, and that is no divergence. The replay stops the agent there (raising
+        ``RecordingEndedError``) when every recorded call has been used, or when the only
+        calls left were made inside a span the process died in (``inside_unfinished``,
+        their seqs: the call the agent reaches instead is taken to be that span's call,
+        and they are covered by it)."""
+        self.interrupted = True
+        self._inside_unfinished = inside_unfinished
+
+    def _at_recording_end(self, exc: ReplayError) -> list[int] | None:
+        """Whether ``exc``, raised by ``_find``, means the agent went past the end of an
+        interrupted recording (see ``end_at_interruption``): None if not, else the seqs of
+        the calls left, made inside the span the process died in, now covered."""
+        if not self.interrupted:
+            return None
+        if isinstance(exc, ReplayExhaustedError):
+            return []
+        if not isinstance(exc, ReplayMismatchError) or not self._inside_unfinished:
+            return None
+        left = [index for index, used in enumerate(self._used) if not used]
+        inside = {i for i in left if self.calls[i].seq in self._inside_unfinished}
+        pending = list(inside)
+        while pending:  # and the calls made inside those
+            for inner in self._inner.get(pending.pop(), ()):
+                if inner not in inside:
+                    inside.add(inner)
+                    pending.append(inner)
+        if not inside or any(index not in inside for index in left):
+            return None
+        for index in sorted(inside):
+            self._use(index)
+            self.covered.append(self.calls[index])
+        self._next = len(self.calls)
+        return [self.calls[index].seq for index in sorted(inside)]
 
     def _index(self, tier: MatchTier) -> dict[tuple[Identity, str], deque[int]]:
         """The recorded calls by their key at ``tier`` (used ones are skipped on lookup)."""
@@ -214,6 +262,12 @@ class ReplayController:
             ):
                 self.note_matched(number, unrecorded_call(reached), "live")
                 return Decision(Action.EXECUTE)
+            inside = self._at_recording_end(exc)
+            if inside is not None:
+                ended = recording_ended_error(number, reached, len(self.calls), inside)
+                if self.recording_end is None:
+                    self.recording_end = ended
+                return Decision(Action.RAISE, error=ended)
             self._diverge(exc)
             return Decision(Action.RAISE, error=exc)
         self._use(index)

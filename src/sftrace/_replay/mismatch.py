@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from sftrace._errors import ReplayExhaustedError, ReplayMismatchError
+from sftrace._errors import RecordingEndedError, ReplayExhaustedError, ReplayMismatchError
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import differences, format_differences, unlikeness
 from sftrace._model.jsonpath import child
@@ -91,6 +91,30 @@ def exhausted_error(
     if unfinished is not None:
         message += "\n" + unfinished_hint(unfinished, reached)
     return ReplayExhaustedError(message, call_number=number, reached=reached.describe())
+
+
+def recording_ended_error(
+    number: int, reached: Reached, count: int, inside: list[int] | None = None
+) -> RecordingEndedError:
+    """Reached call ``number`` goes past the end of an ``interrupted`` recording whose
+    ``count`` calls were all used, or (``inside``: the seqs of the calls left) is taken to
+    be the call the recorded process died in."""
+    where = f"call {number} ({reached.label} with input {shorten(reached.input_json, 200)})"
+    if inside:
+        listed = ", ".join(map(str, inside[:10])) + (" ..." if len(inside) > 10 else "")
+        message = (
+            f"the recorded run was interrupted inside a call (its process died): recorded "
+            f"{'call' if len(inside) == 1 else 'calls'} {listed} ran inside a call that never "
+            f"finished, and the replay matched every other recorded call; {where} is taken "
+            f"to be that call, which was never recorded, so the replay stops the agent here"
+        )
+    else:
+        message = (
+            f"the recorded run was interrupted after its {pluralize(count, 'recorded call')} "
+            f"(its process died), and the replay matched {'it' if count == 1 else 'every one'}"
+            f"; {where} was never recorded, so the replay stops the agent here"
+        )
+    return RecordingEndedError(message, call_number=number, reached=reached.describe())
 
 
 def unfinished_hint(seq: int, reached: Reached) -> str:
@@ -187,4 +211,10 @@ def mismatch_error(
     )
 
 
-__all__ = ["exhausted_error", "mismatch_error", "nearest_of", "unfinished_hint"]
+__all__ = [
+    "exhausted_error",
+    "mismatch_error",
+    "nearest_of",
+    "recording_ended_error",
+    "unfinished_hint",
+]

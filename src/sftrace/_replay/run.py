@@ -18,7 +18,12 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 
 from sftrace._bundle.reader import Bundle
-from sftrace._errors import ConfigError, RecordedDependencyError, ReplayError
+from sftrace._errors import (
+    ConfigError,
+    RecordedDependencyError,
+    RecordingEndedError,
+    ReplayError,
+)
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, call_from_span
 from sftrace._model.display import repr_html
@@ -45,9 +50,13 @@ class ReplayResult:
     ``unused`` lists recorded calls the replay never reached; ``covered`` lists those
     recorded inside a call that was answered without running its body (a tool calling a
     tool): not reached and not expected to be, so no verdict counts them as missing.
+    ``status`` is ``"interrupted"`` for a recording whose process died (status
+    ``interrupted``) when the agent went past its last call after matching every one:
+    the replay stopped it there (``recording_end`` says at which call), and reproduced
+    all the recording holds.
     """
 
-    status: Literal["completed", "failed", "diverged"]
+    status: Literal["completed", "failed", "diverged", "interrupted"]
     return_value: Any
     output: Any
     has_output: bool
@@ -71,6 +80,7 @@ class ReplayResult:
     # A reached call's ``number`` -> the ``seq`` of the replayed call, where they differ
     # (threads may take their seqs in one order and reach the replay in another).
     replayed_seqs: dict[int, int] = field(default_factory=dict, repr=False)
+    recording_end: RecordingEndedError | None = None
     _calls: list[Call] | None = field(default=None, repr=False)
 
     def replayed_seq(self, number: int) -> int:
@@ -125,6 +135,10 @@ class ReplayResult:
         recorded = self.bundle
         if recorded.status == "failed":
             return self.reproduced_failure
+        if recorded.status == "interrupted":
+            # every recorded call matched, and the agent went on past them: a run that
+            # ends short of where the recorded process died did something else
+            return self.status == "interrupted"
         if self.status != "completed":
             return False
         if recorded.has_output:
@@ -233,9 +247,11 @@ def _result(
     session: ReplaySession, value: Any, error: BaseException | None, has_output: bool
 ) -> ReplayResult:
     recorded = session.bundle
-    status: Literal["completed", "failed", "diverged"]
+    status: Literal["completed", "failed", "diverged", "interrupted"]
     if session.divergence is not None:
         status = "diverged"
+    elif session.recording_end is not None:
+        status = "interrupted"
     elif error is not None:
         status = "failed"
     else:
@@ -272,6 +288,7 @@ def _result(
         covered=session.covered,
         reordered=session.controller.reordered,
         replayed_seqs=session.controller.replayed_seqs,
+        recording_end=session.recording_end,
     )
 
 

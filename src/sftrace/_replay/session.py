@@ -20,6 +20,7 @@ from sftrace._bundle.writer import check_bundle_target
 from sftrace._errors import (
     ConfigError,
     IncompleteReplayError,
+    RecordingEndedError,
     ReplayError,
     TraceSerializationError,
 )
@@ -64,6 +65,21 @@ def unfinished_calls(run_span: dict[str, Any]) -> dict[tuple[str, str], int]:
     return found
 
 
+def inside_unfinished(run_span: dict[str, Any]) -> frozenset[int]:
+    """The seqs of recorded calls made inside a span the recorded process died in
+    (``sftrace.inside_unfinished``, on the run span of a recovered bundle)."""
+    for item in run_span.get("attributes", ()):
+        if item.get("key") != A.INSIDE_UNFINISHED:
+            continue
+        try:
+            seqs = loads(item.get("value", {}).get("stringValue", "[]"))
+        except Exception:  # a hand-edited bundle: as if it had none
+            return frozenset()
+        if isinstance(seqs, list):
+            return frozenset(seq for seq in seqs if isinstance(seq, int))
+    return frozenset()
+
+
 class ReplaySession:
     """One replay of a recorded run. Use as ``with replay(...) as session`` or ``async with``.
 
@@ -90,6 +106,8 @@ class ReplaySession:
             or {span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans},
         )
         self.controller.unfinished = unfinished_calls(self.bundle.run_span)
+        if self.bundle.status == "interrupted":
+            self.controller.end_at_interruption(inside_unfinished(self.bundle.run_span))
         self._save = options.save
         self._overwrite = options.overwrite
         self._run: ActiveRun | None = None
@@ -119,6 +137,12 @@ class ReplaySession:
     @property
     def divergence(self) -> ReplayError | None:
         return self.controller.divergence
+
+    @property
+    def recording_end(self) -> RecordingEndedError | None:
+        """Where the agent went past the end of an ``interrupted`` recording (None when
+        it did not): the replay stopped it there."""
+        return self.controller.recording_end
 
     @property
     def has_output(self) -> bool:
