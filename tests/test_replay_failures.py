@@ -57,6 +57,14 @@ class RefundDenied(Exception):
         self.handler = object()  # not JSON at all
 
 
+class NotFound(Exception):
+    """Its constructor takes one argument and formats the message from it."""
+
+    def __init__(self, order_id: str) -> None:
+        self.order_id = order_id
+        super().__init__(f"order {order_id} not found")
+
+
 class Coded(Exception):
     """Its constructor takes the message alone, the code from a default."""
 
@@ -189,6 +197,35 @@ def test_a_handler_reading_the_exceptions_attributes_works_on_the_replayed_one(
         refund_tool("q")
     assert raised.value.audit == {"reason": "risk 0.56", "checks": [1, 2.5, None, True]}
     assert not hasattr(raised.value, "rules")  # left out, not turned into a list
+
+
+def test_a_constructor_that_formats_its_message_gets_the_recorded_message_back(
+    tmp_path: Path,
+) -> None:
+    """``NotFound("A1")`` holds ``("order A1 not found",)``; called again with that,
+    its constructor would format it once more. The replayed exception has the recorded
+    args and message, so the failure reproduces, and an agent quoting ``str(exc)`` to its
+    model makes the recorded call."""
+    missing = raising_tool("missing", lambda: NotFound("A1"))
+
+    def quotes_it(query: str) -> str:
+        try:
+            return missing(query)
+        except NotFound as exc:
+            return f"sorry: {exc}"
+
+    bundle = recorded(tmp_path / "n.sftrace", missing, catch=NotFound)
+    result = replay_run(bundle, missing)
+    assert (result.status, result.reproduced_failure) == ("failed", True)
+    assert result.error is not None
+    assert result.error.args == ("order A1 not found",)
+    assert str(result.error) == "order A1 not found"
+    assert result.error.order_id == "A1"
+    assert compare(bundle, result).passed
+    handled = recorded(tmp_path / "h.sftrace", quotes_it)
+    replayed = replay_run(handled, quotes_it)
+    assert replayed.output == "sorry: order A1 not found"
+    assert compare(handled, replayed).passed
 
 
 def test_recorded_attributes_win_over_the_constructors_defaults(tmp_path: Path) -> None:

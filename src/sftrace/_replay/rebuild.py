@@ -18,6 +18,8 @@ process that replays it.
 
 from __future__ import annotations
 
+import contextlib
+
 import asyncio
 import builtins
 import sys
@@ -166,11 +168,22 @@ def _dumped(value: Any) -> str | None:
 
 
 def _instance(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
-    """``cls(*args)``; when its constructor refuses them, an instance built without it."""
+    """``cls(*args)`` with ``args`` as recorded; when its constructor refuses them, an
+    instance built without it.
+
+    The recorded ``args`` are what the exception held, which a constructor that formats
+    its message (``super().__init__(f"order {order_id} not found")``) does not take back
+    unchanged: they are set again after it ran, so ``str(exc)`` is the recorded message.
+    """
     try:
-        return cls(*args)
+        instance = cls(*args)
     except Exception:
         pass
+    else:
+        if instance.args != args:
+            with contextlib.suppress(Exception):  # a class whose args refuse to be set
+                instance.args = args
+        return instance
     # BaseException.__new__ sets args; the class's own __init__ (which needs other
     # arguments) is not called, so attributes it would set are missing.
     instance = cls.__new__(cls, *args)
