@@ -18,10 +18,9 @@ process that replays it.
 
 from __future__ import annotations
 
-import contextlib
-
 import asyncio
 import builtins
+import contextlib
 import sys
 from typing import Any
 
