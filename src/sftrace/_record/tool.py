@@ -8,7 +8,10 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from sftrace._internal import log_once
+import orjson
+
+from sftrace._errors import ReplayError
+from sftrace._internal import log_once, logger
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer
 from sftrace._record.boundary import BoundarySpec, Restore, call_async, call_sync
@@ -163,14 +166,98 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
         log_once(f"building a replay restorer for {func.__qualname__}", exc)
         return _identity
 
+    excluded = _excluded_fields(annotation)
+
     def restore(value: Any) -> Any:
+        if excluded:
+            _warn_excluded(func, annotation, excluded)
         try:
-            return adapter.validate_python((value,))[0]
+            return _validated(adapter, value)
         except Exception as exc:
-            log_once(f"restoring the return type of {func.__qualname__}", exc)
+            # Expected of hand-edited or minimized results: one line, not a traceback.
+            reason = str(exc).splitlines()
+            log_once(
+                f"restoring the return type of {func.__qualname__}",
+                ReplayError(
+                    f"the recorded result does not validate as {_type_name(annotation)} "
+                    f"({type(exc).__name__}: {' '.join(line.strip() for line in reason[:3])}"
+                    f"); the replay returns it as recorded (JSON)"
+                ),
+            )
             return value
 
     return restore
+
+
+def _validated(adapter: Any, value: Any) -> Any:
+    """``value`` (a recorded result) validated as the return annotation.
+
+    As recorded (``model_dump(mode="json")``): fields under their names, also those with
+    an alias; computed fields too, which a model that forbids extra keys refuses, so the
+    keys it calls extra are dropped and it is validated once more. An ``Iterable[T]``
+    comes back as a list: pydantic's lazy iterator could be walked once only.
+    """
+    from pydantic import ValidationError
+
+    try:
+        restored = adapter.validate_python((value,), by_alias=True, by_name=True)[0]
+    except ValidationError as exc:
+        extras = [error["loc"][1:] for error in exc.errors() if error["type"] == "extra_forbidden"]
+        if not extras or len(extras) != exc.error_count():
+            raise
+        pruned = (_without(value, extras),)
+        restored = adapter.validate_python(pruned, by_alias=True, by_name=True)[0]
+    if type(restored).__name__ == "ValidatorIterator":
+        return list(restored)
+    return restored
+
+
+def _without(value: Any, paths: list[tuple[Any, ...]]) -> Any:
+    """A copy of ``value`` without the object keys at ``paths`` (validation error locs)."""
+    copied = orjson.loads(orjson.dumps(value))
+    for path in paths:
+        node = copied
+        for step in path[:-1]:
+            try:
+                node = node[step]
+            except (KeyError, IndexError, TypeError):
+                node = None
+                break
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return copied
+
+
+def _type_name(annotation: Any) -> str:
+    return str(getattr(annotation, "__qualname__", None) or annotation)
+
+
+def _excluded_fields(annotation: Any) -> tuple[str, ...]:
+    """The fields a pydantic model annotation leaves out of its dumps (``exclude=True``)."""
+    fields = getattr(annotation, "model_fields", None) if isinstance(annotation, type) else None
+    if not isinstance(fields, dict):
+        return ()
+    return tuple(name for name, info in fields.items() if getattr(info, "exclude", None) is True)
+
+
+_warned_excluded: set[tuple[Any, ...]] = set()
+
+
+def _warn_excluded(func: Callable[..., Any], model: Any, excluded: tuple[str, ...]) -> None:
+    """Say once that a replayed model lacks the fields its dumps leave out."""
+    key = (func.__qualname__, model)
+    if key in _warned_excluded:
+        return
+    _warned_excluded.add(key)
+    logger.warning(
+        "sftrace: %s returns %s, whose field(s) %s are excluded from its dumps "
+        "(Field(exclude=True)), so the recording does not hold them and the replayed model "
+        "has their defaults; record them with @trace_tool(serializer=...) if the agent "
+        "reads them",
+        func.__qualname__,
+        getattr(model, "__qualname__", model),
+        ", ".join(excluded),
+    )
 
 
 def _identity(value: Any) -> Any:
