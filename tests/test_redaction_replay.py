@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sftrace import MatchMode, compare, load_bundle, record, replay_run, trace_tool
-from sftrace._model.markers import unmarked
+from sftrace._model.markers import masked, secrets_at_markers, secrets_near_markers, unmarked
 from sftrace._model.normalize import normalize
 
 KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0f"
@@ -74,6 +74,75 @@ def test_a_key_in_the_run_input_replays(tmp_path: Path, match: MatchMode) -> Non
     finally:
         TAIL["text"] = "; check my usage"
     assert changed.status == "diverged"  # what is not a marker still counts
+
+
+PASSWORD = "Zq9vX2mP7kLw4RtY"  # no known token shape: only its key gives it away
+ANSWER = {"text": "Answer: what?"}
+
+
+@trace_tool
+def authenticate(user: str, password: str) -> dict[str, bool]:
+    return {"ok": True}
+
+
+@trace_tool
+def connect(host: str) -> dict[str, str]:
+    authenticate("svc", password=PASSWORD)  # a tool calling a tool: covered on replay
+    return {"connected": host}
+
+
+def nested_secret_agent(task: str) -> str:
+    connected = connect("db.internal")
+    summarize(f"Connected to {connected['connected']} as svc/{PASSWORD}. {ANSWER['text']}")
+    return summarize(f"again as svc/{PASSWORD}")
+
+
+@pytest.mark.parametrize("match", ["strict", "unordered"])
+def test_a_secret_learned_inside_a_covered_call_replays_and_stays_redacted(
+    tmp_path: Path, match: MatchMode
+) -> None:
+    """The recording learned the password in ``authenticate``, inside ``connect``; the
+    replay answers ``connect`` from the recording, so it never sees that call and meets
+    the password unredacted in the prompt. It matches there (the recording has the
+    known-secret marker), learns it, and redacts it from then on: the unchanged agent
+    reproduces, and neither the saved replay nor a report holds the password."""
+    with record("nested", output=tmp_path / "n.sftrace", run_input="q") as session:
+        session.set_output(nested_secret_agent("q"))
+    recorded = tmp_path / "n.sftrace"
+    assert PASSWORD not in (recorded / "spans.jsonl").read_text()
+    result = replay_run(recorded, nested_secret_agent, match=match, save=tmp_path / "r.sftrace")
+    assert (result.status, result.divergence, result.reproduced) == ("completed", None, True)
+    assert [m.tier for m in result.matched] == ["exact", "exact", "exact"]
+    assert compare(recorded, result).passed
+    assert PASSWORD not in (tmp_path / "r.sftrace" / "spans.jsonl").read_text()
+    assert [c.input for c in load_bundle(tmp_path / "r.sftrace").calls][-1] == {
+        "text": "again as svc/[REDACTED:known_secret]"
+    }
+    ANSWER["text"] = "Answer: why?"
+    try:
+        changed = replay_run(recorded, nested_secret_agent, match=match)
+    finally:
+        ANSWER["text"] = "Answer: what?"
+    assert changed.status == "diverged"  # the rest of the text still counts
+    assert PASSWORD not in str(changed.divergence)
+
+
+def test_secrets_at_markers() -> None:
+    recorded = '{"p":"as svc/[REDACTED:known_secret]. ok","k":"[REDACTED:sensitive_key]"}'
+    assert secrets_at_markers(recorded, '{"p":"as svc/s3cr3t!x. ok","k":"[REDACTED:x]"}') == (
+        "s3cr3t!x",
+    )
+    assert secrets_at_markers(recorded, '{"p":"as svc/short. ok","k":"[REDACTED:x]"}') is None
+    assert secrets_at_markers(recorded, '{"p":"as svc/s3cr3t!x. no","k":"[REDACTED:x]"}') is None
+    near = secrets_near_markers(recorded, '{"p":"as svc/s3cr3t!x! ok","k":"[REDACTED:x]"}')
+    assert near == ("s3cr3t!x! ok",)  # changed right after the secret: all of it is kept out
+    shown = masked('{"p":"as svc/s3cr3t!x! ok"}', near)
+    assert shown == '{"p":"as svc/[REDACTED:known_secret]"}'
+    near = secrets_near_markers(recorded, '{"p":"as svc/s3cr3t!x. nope","k":"[REDACTED:x]"}')
+    assert near == ("s3cr3t!x",)
+    # a hole never spans a JSON string's end
+    assert secrets_at_markers('{"p":"[REDACTED:known_secret]"}', '{"p":"abcdef","q":"x"}') is None
+    assert secrets_at_markers('{"p":"plain"}', '{"p":"plain"}') is None
 
 
 def test_unmarked() -> None:

@@ -155,6 +155,8 @@ class BoundaryCall:
             # lends the span the digest its line stores of that text.
             self.reached = reached = Reached(spec.kind, spec.name, spec.provider, input_json)
             self.decision = decision = replay.decide(reached, seq=seq)
+            if decision.learned:
+                input_json = self._learn(decision.learned, input_json)
             recorded = decision.recorded
             if recorded is not None:
                 digest, self.output_digest = recorded.stored_digests()
@@ -181,6 +183,15 @@ class BoundaryCall:
             finally:
                 HANDOFF.decided = False
         self.token: Token[Context] | None = otel_context.attach(own_span_context(self.span))
+
+    def _learn(self, secrets: tuple[str, ...], input_json: str) -> str:
+        """Remember ``secrets`` (the replay met them where the recording had learned them,
+        see ``Decision.learned``) and redact them from this input, as the recording did."""
+        for secret in secrets:
+            self.run.known_secrets.add(secret)
+        input_json, found = self.run.redactor.redact_json(input_json, known=self.run.known_secrets)
+        self.redactions += [redaction.record("input") for redaction in found]
+        return input_json
 
     def _start_span(self, attributes: dict[str, Any], start_time: int | None) -> Span:
         return self.run.tracer.start_span(

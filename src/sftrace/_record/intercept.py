@@ -40,13 +40,16 @@ class Decision:
     """What a boundary does. ``recorded_failure``: ``error`` is the recorded call's own
     exception raised again (the recording answered), not the replay refusing the call.
     ``fresh``: ``recorded``'s output was never recorded (a fork's override), so it is
-    redacted like a result produced now before the span holds it."""
+    redacted like a result produced now before the span holds it. ``learned``: secrets
+    the reached input holds where the recorded one has a known-secret marker (see
+    ``secrets_at_markers``), to be redacted from now on."""
 
     action: Action
     recorded: Call | None = None
     error: BaseException | None = None
     recorded_failure: bool = False
     fresh: bool = False
+    learned: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

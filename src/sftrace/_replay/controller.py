@@ -26,7 +26,13 @@ from sftrace._model import attributes as A
 from sftrace._model.calls import Call, inner_calls
 from sftrace._model.jsondiff import differences
 from sftrace._model.jsonpath import strip
-from sftrace._model.markers import unmarked
+from sftrace._model.markers import (
+    KNOWN_SECRET_MARKER,
+    masked,
+    secrets_at_markers,
+    secrets_near_markers,
+    unmarked,
+)
 from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
@@ -111,6 +117,9 @@ class ReplayController:
         self.interrupted = False
         self.recording_end: RecordingEndedError | None = None
         self._inside_unfinished: frozenset[int] = frozenset()
+        # Secrets the call being decided holds where its recorded input has a known-secret
+        # marker (see secrets_at_markers): the boundary redacts them from then on.
+        self._learned: tuple[str, ...] = ()
         self._inner = inner_calls(calls, span_parents or {})
         # For a recording whose calls overlapped (a thread pool, asyncio tasks): which of
         # them a strict replay may take out of the recorded order (None: none may; an
@@ -252,6 +261,7 @@ class ReplayController:
         """:meth:`decide`, with the lock held."""
         self.reached_count += 1
         number = self.reached_count
+        self._learned = ()
         if self.mode is ReplayMode.HYBRID and self._is_live_llm(reached):
             return self._live_llm(number, reached)
         try:
@@ -269,7 +279,7 @@ class ReplayController:
                     self.recording_end = ended
                 return Decision(Action.RAISE, error=ended)
             self._diverge(exc)
-            return Decision(Action.RAISE, error=exc)
+            return Decision(Action.RAISE, error=exc, learned=self._learned)
         self._use(index)
         if self.concurrency is not None:
             self.concurrency.taken.index = index
@@ -280,6 +290,7 @@ class ReplayController:
         answered = decision.action in ANSWERED
         if (answered or decision.recorded_failure) and index in self._inner:
             self._cover(index)
+        decision.learned = self._learned
         label = decision.action.value
         if decision.recorded_failure:
             label = Action.RETURN.value
@@ -360,6 +371,11 @@ class ReplayController:
                     return tier
             elif self._matches_at(tier, recorded, reached, reached_input):
                 return tier
+        if KNOWN_SECRET_MARKER in recorded.input_json:
+            learned = secrets_at_markers(recorded.input_json, reached.input_json)
+            if learned is not None:  # the same text, with the secret the replay never saw
+                self._learned = learned
+                return "exact"
         return None
 
     def _matches_at(
@@ -438,6 +454,13 @@ class ReplayController:
                     index = queue.popleft()
                     if not self._used[index]:
                         return index, tier
+            for index, call in enumerate(self.calls):  # a secret the replay never saw
+                if (
+                    not self._used[index]
+                    and KNOWN_SECRET_MARKER in call.input_json
+                    and self._tier_of(call, reached, reached_input) is not None
+                ):
+                    return index, "exact"
             if all(self._used):
                 raise self._exhausted(number, reached)
             raise self._mismatch(number, reached, self._nearest(reached), unordered=True)
@@ -500,6 +523,17 @@ class ReplayController:
     def _mismatch(
         self, number: int, reached: Reached, recorded: Call | None, *, unordered: bool
     ) -> ReplayMismatchError:
+        if recorded is not None and KNOWN_SECRET_MARKER in recorded.input_json:
+            # a secret the replay never learned (it was taught inside a covered call):
+            # kept out of the report, and redacted from the call's span by the boundary
+            self._learned = secrets_near_markers(recorded.input_json, reached.input_json)
+            if self._learned:
+                reached = Reached(
+                    reached.kind,
+                    reached.name,
+                    reached.provider,
+                    masked(reached.input_json, self._learned),
+                )
         return mismatch_error(
             number,
             reached,
