@@ -146,3 +146,38 @@ def test_an_extra_call_counts_the_covered_calls_apart(project: tuple[Path, Any])
     assert "all 3 recorded calls were already used (2 of them inside calls answered from" in (
         str(result.divergence)
     )
+
+
+def test_expectations_count_the_calls_made_inside_a_covered_call(
+    project: tuple[Path, Any], tmp_path: Path
+) -> None:
+    """The replayed run made the calls recorded inside the call answered for it: a test
+    that ``price`` is never called must fail for the unchanged agent (it was, inside
+    ``basket_total``), and counts and order see them where the recording has them."""
+    from sftrace.testing import (
+        assert_call_count,
+        assert_expectations,
+        assert_not_called,
+        assert_sequence,
+    )
+
+    bundle, module = project
+    result = sftrace.replay_run(bundle, module.checkout)
+    assert [call.name for call in result.calls] == ["basket_total"]
+    assert [call.name for call in result.made_calls] == ["basket_total", "price", "price"]
+    assert [call.input for call in result.made_calls[1:]] == [{"item": "tea"}, {"item": "cake"}]
+    with pytest.raises(AssertionError, match="expected 'price' not to be called"):
+        assert_not_called(result, "price")
+    assert_call_count(result, "price", 2)
+    assert_sequence(result, ["basket_total", "price", "price"])
+    with pytest.raises(AssertionError, match="EXPECTATION_FAILED"):
+        assert_expectations(result, not_called=["price"])
+    suite = tmp_path / "nested.sftrace-suite.toml"
+    suite.write_text(
+        f'entrypoint = "nested_agent:checkout"\n[[cases]]\nname = "no pricing"\n'
+        f'bundle = "{bundle.name}"\n[cases.expect]\nnot_called = ["price"]\n'
+    )
+    (case,) = load_suite(suite).run()
+    assert case.outcome == "failed"
+    assert case.report is not None
+    assert "expected 'price' not to be called" in case.report.format()

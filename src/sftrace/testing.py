@@ -104,7 +104,8 @@ def isolated_tracing(
 
 
 def _calls(result: ReplayResult | Bundle) -> list[Call]:
-    calls = getattr(result, "calls", None)
+    """The calls the run made (a replay's with those answered inside covered calls)."""
+    calls = getattr(result, "made_calls", None) or getattr(result, "calls", None)
     if not isinstance(calls, list):
         raise TypeError(
             f"expected a ReplayResult (from sftrace.replay_run) or a Bundle, got "

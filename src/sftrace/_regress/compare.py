@@ -210,7 +210,8 @@ def _against_expectations(
     _status(builder, expected_run, cand, "expected")
     if expect.has_output:
         _output(builder, expect.output, cand, "expected")
-    for message, ref in unmet_expectations(cand.calls, expect):
+    made = cand.made if cand.made is not None else cand.calls
+    for message, ref in unmet_expectations(made, expect):
         builder.add(FindingCode.EXPECTATION_FAILED, message, candidate=ref)
     # The difference from the recorded run is context here, not a verdict.
     context = FindingBuilder(builder.policy, builder.labels)

@@ -94,4 +94,4 @@ def _unmet(recorded: Bundle, result: ReplayResult, expect: Expectations) -> list
             continue
         if key not in keys:
             keys.append(key)
-    return keys + unmet_expectation_keys(result.calls, expect)
+    return keys + unmet_expectation_keys(result.made_calls, expect)

@@ -87,6 +87,9 @@ class ComparedRun:
     run_id: str | None = None
     derived_from: str | None = None
     nesting: dict[int, list[int]] = field(default_factory=dict)
+    # The calls expectations judge, where they are not ``calls``: a replay's with the
+    # covered ones in place (``ReplayResult.made_calls``).
+    made: list[Call] | None = None
     # For a bundle whose calls overlapped or were handed to threads: which of its calls
     # the recording shows made in an order of the agent's (see _replay/concurrency.py).
     concurrency: Concurrency | None = None
@@ -151,7 +154,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
     if isinstance(value, ReplayResult):
         has_output, output = replayed_output(value)
         error = value.error
-        calls = list(value.calls)
+        calls, made = list(value.calls), list(value.made_calls)
         status = "failed" if error is not None else "completed"
         if value.status == "interrupted" and value.recording_end is not None:
             # The agent went past the end of an interrupted recording and was stopped
@@ -159,6 +162,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             status, error = "interrupted", None
             ended = exception_type_name(value.recording_end)[0]
             calls = [call for call in calls if call.error is None or call.error.type != ended]
+            made = [call for call in made if call.error is None or call.error.type != ended]
         if error is not None:
             error = run_failure(error)  # as a recording names the run's failure
         failure_type = exception_type_name(error)[0] if error is not None else None
@@ -207,6 +211,7 @@ def as_run(value: Any, label: str) -> ComparedRun:
             # A strict replay takes calls out of order only where the recording shows
             # them concurrent (and diverges at any other order change).
             order_free=value.options.match is MatchMode.UNORDERED or value.reordered > 0,
+            made=made,
         )
     raise ConfigError(
         f"cannot compare {type(value).__qualname__} {value!r}: expected a Bundle, the path of "

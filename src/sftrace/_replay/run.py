@@ -25,7 +25,7 @@ from sftrace._errors import (
     ReplayError,
 )
 from sftrace._model import attributes as A
-from sftrace._model.calls import Call, call_from_span
+from sftrace._model.calls import Call, call_from_span, inner_calls
 from sftrace._model.display import repr_html
 from sftrace._model.normalize import message_key
 from sftrace._model.otlp_json import encode_span
@@ -99,6 +99,39 @@ class ReplayResult:
             calls.sort(key=lambda call: call.seq)
             self._calls = calls
         return self._calls
+
+    @property
+    def made_calls(self) -> list[Call]:
+        """The calls the replayed run made, as expectations judge them: ``calls`` with the
+        ``covered`` ones (made inside a call answered from the recording, so not run
+        again) after the call that covers them, as the recording has them. A tool that
+        called ``issue_refund`` in the recorded run still did in its replay."""
+        if not self.covered:
+            return self.calls
+        recorded = list(self.bundle.calls)
+        inner = inner_calls(recorded, self.bundle.span_parents)
+        index_of = {call.seq: index for index, call in enumerate(recorded)}
+        covered = {call.seq for call in self.covered}
+        answered = {
+            self.replayed_seq(m.number): m.recorded.seq for m in self.matched if m.action != "live"
+        }
+        made: list[Call] = []
+        placed: set[int] = set()
+        for call in self.calls:
+            made.append(call)
+            index = index_of.get(answered.get(call.seq, -1))
+            pending = list(inner.get(index, ())) if index is not None else []
+            inside: list[Call] = []
+            while pending:
+                nested = recorded[pending.pop()]
+                if nested.seq in covered and nested.seq not in placed:
+                    placed.add(nested.seq)
+                    inside.append(nested)
+                    pending.extend(inner.get(index_of[nested.seq], ()))
+            made.extend(sorted(inside, key=lambda c: c.seq))
+        # covered without a call that answered them (an interrupted recording's last call)
+        made.extend(call for call in self.covered if call.seq not in placed)
+        return made
 
     @property
     def failure_message(self) -> str | None:
