@@ -561,12 +561,16 @@ def test_replay_run_awaits_async_entrypoints_also_inside_a_loop(tmp_path: Path) 
 
 
 def test_replay_run_diverged_status_and_save(tmp_path: Path) -> None:
-    """A divergence gives status 'diverged'; save= writes the replayed run as a bundle."""
+    """A divergence gives status 'diverged' and is not saved (see test_replay_on_miss);
+    save= writes a replay that did not diverge as a bundle derived from the recording."""
     bundle = recorded(tmp_path / "d.sftrace", agents.booking_agent)
     result = replay_run(bundle, lambda: agents.booking_agent("Porto"), save=tmp_path / "re.sftrace")
     assert result.status == "diverged"
     assert isinstance(result.divergence, ReplayMismatchError)
     assert not result.reproduced
+    assert result.saved_path is None
+    assert not (tmp_path / "re.sftrace").exists()
+    result = replay_run(bundle, agents.booking_agent, save=tmp_path / "re.sftrace")
     saved = load_bundle(tmp_path / "re.sftrace")
     assert saved.manifest.derived_from == {"run_id": load_bundle(bundle).run_id, "how": "replay"}
     assert saved.manifest.replay_of is None  # replaced by derived_from

@@ -214,3 +214,46 @@ def test_a_deriving_command_names_how_the_saved_run_was_derived(tmp_path: Path) 
     result = run_replay(bundle, buggy, options)
     saved = load_bundle(tmp_path / "m.sftrace")
     assert saved.manifest.derived_from == {"run_id": result.bundle.run_id, "how": "minimize"}
+
+
+def test_a_diverged_replay_is_not_saved(tmp_path: Path) -> None:
+    """A tool not allowed live diverges: saving that replay would make a bundle whose
+    "recorded" failure is the replay's own error, which every later replay "reproduces".
+    Nothing is written, no journal is left behind, and a bundle already at the path with
+    overwrite stays as it was."""
+    from click.testing import CliRunner
+
+    from sftrace._cli.main import cli
+    from sftrace._cli.replay import register
+
+    bundle = recorded(tmp_path / "b.sftrace", buggy)
+    target = tmp_path / "refreshed.sftrace"
+    result = replay_run(bundle, fixed, on_miss="live", save=target)
+    assert result.status == "diverged"
+    assert result.saved_path is None
+    assert not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sftrace"]  # no journal left
+    kept = recorded(target, buggy)
+    before = (kept / "spans.jsonl").read_bytes()
+    again = replay_run(bundle, fixed, on_miss="live", save=target, overwrite=True)
+    assert again.saved_path is None
+    assert (kept / "spans.jsonl").read_bytes() == before
+    assert replay_run(bundle, buggy, save=tmp_path / "ok.sftrace").saved_path is not None
+    register(cli)
+    output = CliRunner().invoke(
+        cli,
+        [
+            "replay",
+            str(bundle),
+            "-e",
+            "test_replay_on_miss:fixed",
+            "--on-miss",
+            "live",
+            "--save",
+            str(tmp_path / "cli.sftrace"),
+        ],
+    )
+    assert output.exit_code == 1, output.output
+    assert "not saved to" in output.output
+    assert "the replay diverged" in output.output
+    assert not (tmp_path / "cli.sftrace").exists()

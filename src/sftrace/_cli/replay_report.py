@@ -179,6 +179,14 @@ def print_report(
     print_outcome(console, result)
     if result.saved_path is not None:
         console.print(f"saved the replayed run: {result.saved_path}")
+    elif result.options.save is not None and result.divergence is not None:
+        console.print(
+            Text(
+                f"not saved to {result.options.save}: the replay diverged, and a bundle of "
+                "it would hold the replay's own error as the run's failure",
+                "yellow",
+            )
+        )
     console.print(_verdict_text(result, verdict))
 
 

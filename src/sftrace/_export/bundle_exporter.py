@@ -108,6 +108,15 @@ class BundleSpanExporter(SpanExporter):
         if run is not None:
             run.writer.close()
 
+    def discard_run(self, trace_id: int) -> None:
+        """Forget a registered run and delete its journal: no bundle is written for it (a
+        replay that diverged is no run of the agent to keep). Spans of it that end later
+        are ignored, as for any trace that is not a registered run."""
+        with self._lock:
+            run = self._runs.pop(trace_id, None)
+        if run is not None:
+            run.writer.discard()
+
     def span_source(self, trace_id: int) -> Path | None:
         """Where a run's spans are on disk: its journal file while it is recorded, its
         bundle once finished (for the latest runs); None for other traces."""

@@ -115,6 +115,8 @@ class ReplaySession:
         self._state: State | None = None
         self.spans: list[ReadableSpan] = []
         self.saved_path: Path | None = None
+        # save= was given but the replay diverged, so nothing was saved
+        self.save_refused = False
         self.error: BaseException | None = None
         self._failure: BaseException | None = None  # the entrypoint's, see end_with
 
@@ -290,12 +292,17 @@ class ReplaySession:
         run, state = self._run, self._state
         assert run is not None
         assert state is not None
+        if self._save is not None and self.divergence is not None:
+            # A diverged replay saved would be a bundle whose "recorded" failure is the
+            # replay's own error, and which every later replay "reproduces": not saved.
+            state.bundle_exporter.discard_run(run.trace_id)
+            self.save_refused = True
         try:
             run.span.end()
         finally:
             _replay_processor.unregister(run.trace_id)
         self.spans = self.controller.spans
-        if self._save is not None:
+        if self._save is not None and not self.save_refused:
             outcome = state.bundle_exporter.pop_outcome(run.trace_id)
             if outcome is not None and outcome.path is not None:
                 self.saved_path = outcome.path
