@@ -72,6 +72,9 @@ def test_a_tool_not_allowed_live_still_diverges(tmp_path: Path) -> None:
     assert result.status == "diverged"
     assert isinstance(result.divergence, ReplayMismatchError)
     assert "quote" in str(result.divergence)
+    assert "pass allow_live_tools=['quote'] (CLI: --allow-live-tool quote)" in str(
+        result.divergence
+    )
     assert agents.EXECUTED == []
 
 

@@ -544,6 +544,8 @@ class ReplayController:
             later=None if unordered else self._later_match(reached),
             concurrent=self.concurrency is not None,
             unfinished=self.unfinished.get((reached.kind, reached.name)),
+            not_live=self.options.on_miss == "live"
+            and not self.options.may_run_live(*call_identity(reached)),
         )
 
     def _apply_policy(self, number: int, recorded: Call, reached: Reached) -> Decision:

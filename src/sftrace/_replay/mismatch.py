@@ -117,6 +117,21 @@ def recording_ended_error(
     return RecordingEndedError(message, call_number=number, reached=reached.describe())
 
 
+def live_hint(reached: Reached) -> str:
+    """What to say of a call ``on_miss="live"`` may not run (tools must be named)."""
+    if reached.kind == "llm":
+        return (
+            f"  on_miss='live' runs only the models in live_llms; add "
+            f"'{reached.provider}/{reached.name}' to live_llms (CLI: --live-llm) to run "
+            f"{reached.label} live"
+        )
+    return (
+        f"  on_miss='live' runs only the tools it is allowed to: pass "
+        f"allow_live_tools=['{reached.name}'] (CLI: --allow-live-tool {reached.name}) to run "
+        f"this one for real, or ['*'] for every tool"
+    )
+
+
 def unfinished_hint(seq: int, reached: Reached) -> str:
     """What to say of a reached call the recording left running when its run ended."""
     return (
@@ -138,13 +153,14 @@ def mismatch_error(
     later: Call | None,
     concurrent: bool,
     unfinished: int | None = None,
+    not_live: bool = False,
 ) -> ReplayMismatchError:
     """Reached call ``number`` does not match ``recorded`` (the call at its position, or
     the nearest unused one when ``unordered``); ``same_identity``: the two have the same
     kind, name and provider; ``later``: an unused recorded call after the position that
     it matches; ``concurrent``: the recording has calls made concurrently; ``unfinished``:
     the seq of a call of ``reached``'s kind and name still running when the recorded run
-    ended."""
+    ended; ``not_live``: ``on_miss="live"`` would have run it, had it been allowed."""
     diffs: list[tuple[str, Any, Any]] = []
     lines: list[str] = []
     if unordered:
@@ -202,6 +218,8 @@ def mismatch_error(
         )
     if unfinished is not None and later is None:
         lines.append(unfinished_hint(unfinished, reached))
+    if not_live:
+        lines.append(live_hint(reached))
     return ReplayMismatchError(
         "\n".join(lines),
         call_number=number,
