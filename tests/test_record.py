@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import threading
 import uuid
 from pathlib import Path
@@ -462,3 +463,87 @@ def test_keyword_arguments_are_merged_into_the_input_unless_a_name_collides(
     ]
     changed = sftrace.replay_run(tmp_path / "kw.sftrace", lambda: [spread(1, 2), spread(1, 2)])
     assert changed.status == "diverged"
+
+
+def _inject_db(func: Any) -> Any:
+    """A ``functools.wraps`` decorator that supplies the first argument itself."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func("DB", *args, **kwargs)
+
+    return wrapper
+
+
+def _inject_db_method(func: Any) -> Any:
+    @functools.wraps(func)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return func(self, "DB", *args, **kwargs)
+
+    return wrapper
+
+
+@trace_tool
+@_inject_db
+def injected_lookup(db: str, q: str, limit: int = 1) -> str:
+    return f"{db}:{q}:{limit}"
+
+
+class _Repository:
+    @trace_tool
+    @_inject_db_method
+    def find(self, db: str, q: str) -> str:
+        return f"{db}:{q}"
+
+
+def test_a_wraps_decorator_that_supplies_an_argument_records_the_call_as_passed(
+    tmp_path: Path,
+) -> None:
+    """``inspect`` reports the inner function's signature (through ``__wrapped__``), which
+    a call the wrapper accepts does not bind to: the call runs as without recording, its
+    input is its arguments as passed (``self`` dropped), and a replay matches it."""
+    path = tmp_path / "inject.sftrace"
+
+    def agent() -> list[str]:
+        return [injected_lookup("q"), injected_lookup("r", limit=2), _Repository().find("s")]
+
+    with record("inject", output=path) as session:
+        session.set_output(agent())
+    inputs = [call.input for call in load_bundle(path).calls]
+    assert inputs == [
+        {"args": ["q"], "kwargs": {}},
+        {"args": ["r"], "kwargs": {"limit": 2}},
+        {"args": ["s"], "kwargs": {}},
+    ]
+    result = sftrace.replay_run(path, agent, match="strict")
+    assert result.status == "completed"
+    assert result.return_value == ["DB:q:1", "DB:r:2", "DB:s"]
+    assert [m.action for m in result.matched] == ["substituted"] * 3
+
+
+def test_a_call_that_binds_is_recorded_by_name_and_a_bad_call_still_raises(
+    tmp_path: Path,
+) -> None:
+    """Calls that bind to the reported signature keep their input by parameter name; a
+    call the function's own signature refuses raises its TypeError before anything is
+    recorded; one only the inner function refuses raises it from there, as without
+    recording, and is recorded as a failed call."""
+
+    @trace_tool
+    def lookup(q: str, limit: int = 1) -> str:
+        return q
+
+    path = tmp_path / "bad.sftrace"
+    with record("bad", output=path):
+        with pytest.raises(TypeError, match="missing a required argument: 'q'"):
+            lookup(limit=2)  # type: ignore[call-arg]
+        assert lookup("q") == "q"
+        with pytest.raises(TypeError, match="positional arguments but 5 were given"):
+            injected_lookup("q", "r", 3, 4)
+    calls = load_bundle(path).calls
+    assert [call.input for call in calls] == [
+        {"q": "q", "limit": 1},
+        {"args": ["q", "r", 3, 4], "kwargs": {}},
+    ]
+    assert calls[1].error is not None
+    assert calls[1].error.type == "TypeError"

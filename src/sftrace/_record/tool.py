@@ -28,9 +28,18 @@ class ArgumentBinder:
     ``TypeError`` the function itself would for a bad call. A callable without an
     inspectable signature (builtins such as ``max``) is recorded as
     ``{"args": [...], "kwargs": {...}}``.
+
+    The signature is the one ``inspect`` reports, which follows ``__wrapped__``: under a
+    ``functools.wraps`` decorator that adds or removes arguments (one that supplies a
+    ``db`` itself), a call the wrapper accepts may not bind to it. Such a call is recorded
+    in the same ``{"args": [...], "kwargs": {...}}`` shape (``self``/``cls`` dropped), as
+    the wrapper got it, rather than raising where the plain call would not; a replay binds
+    the same way, so it matches. Only a call the wrapper's own signature refuses too
+    raises the ``TypeError``.
     """
 
     def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
         self.signature: inspect.Signature | None
         try:
             self.signature = signature = inspect.signature(func)
@@ -38,17 +47,7 @@ class ArgumentBinder:
             self.signature = None
             signature = inspect.Signature()
         params = list(signature.parameters.values())
-        self.drop: str | None = None
-        if (
-            params
-            and params[0].name in ("self", "cls")
-            and params[0].kind
-            in (
-                _P.POSITIONAL_ONLY,
-                _P.POSITIONAL_OR_KEYWORD,
-            )
-        ):
-            self.drop = params[0].name
+        self.drop = _self_or_cls(params)
         self.simple = all(p.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY) for p in params)
         self.positional = tuple(p.name for p in params if p.kind is _P.POSITIONAL_OR_KEYWORD)
         self.names = frozenset(p.name for p in params)
@@ -58,7 +57,7 @@ class ArgumentBinder:
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.signature is None:
-            return {"args": list(args), "kwargs": kwargs}
+            return _as_passed(args, kwargs)
         if self.simple and len(args) <= len(self.positional):
             bound = dict(zip(self.positional, args, strict=False))
             if kwargs:
@@ -79,7 +78,13 @@ class ArgumentBinder:
 
     def _slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         assert self.signature is not None
-        bound_arguments = self.signature.bind(*args, **kwargs)
+        try:
+            bound_arguments = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            as_passed = self._unbound(args, kwargs)
+            if as_passed is None:
+                raise
+            return as_passed
         bound_arguments.apply_defaults()
         arguments = dict(bound_arguments.arguments)
         if self.drop is not None:
@@ -93,6 +98,45 @@ class ArgumentBinder:
             else:
                 arguments.update(extra)
         return arguments
+
+    def _unbound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The input of a call that does not bind to ``self.signature``: as passed, when
+        the wrapper's own signature accepts it (or cannot be inspected); else None (a bad
+        call: the function itself would raise the ``TypeError``)."""
+        try:
+            own = inspect.signature(self.func, follow_wrapped=False)
+        except (ValueError, TypeError):
+            own = None
+        if own is not None:
+            try:
+                own.bind(*args, **kwargs)
+            except TypeError:
+                return None
+            params = list(own.parameters.values())
+            if params and params[0].kind is _P.VAR_POSITIONAL:  # (*args, **kwargs)
+                drop = self.drop is not None
+            else:
+                drop = _self_or_cls(params) is not None
+            if drop and args:
+                args = args[1:]
+        return _as_passed(args, kwargs)
+
+
+def _self_or_cls(params: list[inspect.Parameter]) -> str | None:
+    """The name of a method's first parameter when it is ``self`` or ``cls`` (dropped
+    from the recorded input), else None."""
+    if (
+        params
+        and params[0].name in ("self", "cls")
+        and params[0].kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)
+    ):
+        return params[0].name
+    return None
+
+
+def _as_passed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The input of a call not bound to parameter names: its arguments as passed."""
+    return {"args": list(args), "kwargs": kwargs}
 
 
 _PLAIN_RETURNS: frozenset[Any] = frozenset(
