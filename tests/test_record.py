@@ -9,6 +9,7 @@ import enum
 import functools
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -547,3 +548,88 @@ def test_a_call_that_binds_is_recorded_by_name_and_a_bad_call_still_raises(
     ]
     assert calls[1].error is not None
     assert calls[1].error.type == "TypeError"
+
+
+def _search(city: str, limit: int = 3) -> list[str]:
+    return [city] * limit
+
+
+class _Shout:
+    def __call__(self, q: str) -> str:
+        return q + "!"
+
+
+def test_partials_and_callable_objects_are_named_without_repr() -> None:
+    """A partial is named after the function it wraps (nested ones too), a callable
+    object after its class: never its repr, which holds bound arguments and an address."""
+    nested = functools.partial(functools.partial(_search, limit=2), "Lisbon")
+    assert trace_tool(functools.partial(_search, limit=2)).__sftrace_tool__.name == "_search"
+    assert trace_tool(nested).__sftrace_tool__.name == "_search"
+    assert trace_tool(_Shout()).__sftrace_tool__.name == "_Shout"
+    assert trace_tool(name="shout")(_Shout()).__sftrace_tool__.name == "shout"
+
+
+def test_partials_and_callable_objects_replay_when_wrapped_again(tmp_path: Path) -> None:
+    """A new process wraps new objects (other addresses): the replay still matches."""
+    path = tmp_path / "partial.sftrace"
+
+    def agent_of(search: Any, shout: Any) -> Callable[[str], list[Any]]:
+        return lambda task: [search(task), shout(task)]
+
+    recorded = agent_of(trace_tool(functools.partial(_search, limit=2)), trace_tool(_Shout()))
+    with record("partial", output=path, run_input="Lisbon") as session:
+        session.set_output(recorded("Lisbon"))
+    calls = load_bundle(path).calls
+    assert [(call.name, call.input) for call in calls] == [
+        ("_search", {"city": "Lisbon", "limit": 2}),
+        ("_Shout", {"q": "Lisbon"}),
+    ]
+    fresh = agent_of(trace_tool(functools.partial(_search, limit=2)), trace_tool(_Shout()))
+    result = sftrace.replay_run(path, fresh)
+    assert result.status == "completed"
+    assert result.return_value == [["Lisbon", "Lisbon"], "Lisbon!"]
+
+
+def test_a_secret_bound_in_a_partial_is_in_no_file_of_the_bundle(tmp_path: Path) -> None:
+    """A partial's bound keywords are parameters with defaults: recorded as inputs and
+    redacted like any input; its bound positional arguments are not parameters and are
+    not recorded. The name holds neither."""
+    key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+
+    def call_api(q: str, *, api_key: str, header: str = "") -> str:
+        return "ok"
+
+    by_keyword = trace_tool(functools.partial(call_api, api_key=key))
+    by_header = trace_tool(functools.partial(call_api, api_key="x", header=key))
+    positional = trace_tool(functools.partial(functools.partial(_search, key), limit=1))
+    path = tmp_path / "secret.sftrace"
+    with record("secret", output=path):
+        by_keyword("hello")
+        by_header("hello")
+        positional()
+    calls = load_bundle(path).calls
+    assert [call.name for call in calls] == ["call_api", "call_api", "_search"]
+    assert calls[2].input == {"limit": 1}
+    assert all("REDACTED" in call.input["api_key"] for call in calls[:2])
+    stored = b"".join(file.read_bytes() for file in path.rglob("*") if file.is_file())
+    assert key.encode() not in stored
+
+
+class _Opaque:
+    pass
+
+
+class _Fetch:
+    def __call__(self, q: str) -> _Opaque:
+        return _Opaque()
+
+
+def test_a_callable_object_whose_return_type_cannot_be_restored_replays(tmp_path: Path) -> None:
+    """Restoring the annotated return type of a callable object or a partial (which have
+    no ``__qualname__``) logs its failure under the tool's name instead of raising."""
+    path = tmp_path / "opaque.sftrace"
+    fetch = trace_tool(_Fetch(), serializer=lambda value: "opaque")
+    with record("opaque", output=path):
+        assert isinstance(fetch("a"), _Opaque)
+    with sftrace.replay(path):
+        assert trace_tool(_Fetch(), serializer=lambda value: "opaque")("a") == "opaque"

@@ -139,6 +139,29 @@ def _as_passed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"args": list(args), "kwargs": kwargs}
 
 
+def default_tool_name(func: Callable[..., Any]) -> str:
+    """The name a tool is recorded under when ``trace_tool`` is given none.
+
+    A function's ``__name__``; for a ``functools.partial`` (nested ones too) the name of
+    the function it wraps; for a callable object, its class's qualified name. Never its
+    ``repr()``: that holds a partial's bound arguments (an API key, in clear) and the
+    object's address, which differs in every process, so a replay would never match.
+    """
+    while isinstance(func, functools.partial):
+        func = func.func
+    name = getattr(func, "__name__", None)
+    if isinstance(name, str) and name:
+        return name
+    return type(func).__qualname__
+
+
+def _described(func: Callable[..., Any]) -> str:
+    """``func`` in a message: its qualified name (partials and callable objects have
+    none: their default tool name)."""
+    qualname = getattr(func, "__qualname__", None)
+    return qualname if isinstance(qualname, str) else default_tool_name(func)
+
+
 _PLAIN_RETURNS: frozenset[Any] = frozenset(
     {inspect.Signature.empty, Any, None, type(None), object, dict, list, str, int, float, bool}
 )
@@ -204,14 +227,14 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
             config=ConfigDict(val_json_bytes="base64"),
         )
     except Exception as exc:
-        log_once(f"building a replay restorer for {func.__qualname__}", exc)
+        log_once(f"building a replay restorer for {_described(func)}", exc)
         return _identity
 
     def restore(value: Any) -> Any:
         try:
             return adapter.validate_python((value,))[0]
         except Exception as exc:
-            log_once(f"restoring the return type of {func.__qualname__}", exc)
+            log_once(f"restoring the return type of {_described(func)}", exc)
             return value
 
     return restore
@@ -251,7 +274,9 @@ def trace_tool(
     runs as if undecorated.
 
     Args:
-        name: the tool name recorded and matched on replay. Default: the function name.
+        name: the tool name recorded and matched on replay. Default: the function name
+            (for a ``functools.partial``, its function's; for a callable object, its
+            class's qualified name).
         replay_policy: what a replay does with this call: ``"frozen"`` (default),
             ``"live"``, ``"forbidden"``, ``"manual"`` or ``"derived"``.
         serializer: converts values JSON cannot hold (returns a JSON-compatible value
@@ -264,12 +289,12 @@ def trace_tool(
     def decorate(fn: F) -> F:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise TypeError(
-                f"@trace_tool cannot wrap the generator function {fn.__qualname__}: a tool "
+                f"@trace_tool cannot wrap the generator function {_described(fn)}: a tool "
                 f"must return its whole result; collect it into a list and return that"
             )
         if not callable(fn):
             raise TypeError(f"@trace_tool expects a function, got {type(fn).__qualname__}")
-        tool_name = name or getattr(fn, "__name__", None) or repr(fn)
+        tool_name = name or default_tool_name(fn)
         spec = BoundarySpec.tool(tool_name, policy, serializer)
         binder = ArgumentBinder(fn)
         restore = return_restorer(fn)
