@@ -6,8 +6,10 @@ import asyncio
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -462,3 +464,172 @@ def test_keyword_arguments_are_merged_into_the_input_unless_a_name_collides(
     ]
     changed = sftrace.replay_run(tmp_path / "kw.sftrace", lambda: [spread(1, 2), spread(1, 2)])
     assert changed.status == "diverged"
+
+
+def _inject_db(func: Any) -> Any:
+    """A ``functools.wraps`` decorator that supplies the first argument itself."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func("DB", *args, **kwargs)
+
+    return wrapper
+
+
+def _inject_db_method(func: Any) -> Any:
+    @functools.wraps(func)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return func(self, "DB", *args, **kwargs)
+
+    return wrapper
+
+
+@trace_tool
+@_inject_db
+def injected_lookup(db: str, q: str, limit: int = 1) -> str:
+    return f"{db}:{q}:{limit}"
+
+
+class _Repository:
+    @trace_tool
+    @_inject_db_method
+    def find(self, db: str, q: str) -> str:
+        return f"{db}:{q}"
+
+
+def test_a_wraps_decorator_that_supplies_an_argument_records_the_call_as_passed(
+    tmp_path: Path,
+) -> None:
+    """``inspect`` reports the inner function's signature (through ``__wrapped__``), which
+    a call the wrapper accepts does not bind to: the call runs as without recording, its
+    input is its arguments as passed (``self`` dropped), and a replay matches it."""
+    path = tmp_path / "inject.sftrace"
+
+    def agent() -> list[str]:
+        return [injected_lookup("q"), injected_lookup("r", limit=2), _Repository().find("s")]
+
+    with record("inject", output=path) as session:
+        session.set_output(agent())
+    inputs = [call.input for call in load_bundle(path).calls]
+    assert inputs == [
+        {"args": ["q"], "kwargs": {}},
+        {"args": ["r"], "kwargs": {"limit": 2}},
+        {"args": ["s"], "kwargs": {}},
+    ]
+    result = sftrace.replay_run(path, agent, match="strict")
+    assert result.status == "completed"
+    assert result.return_value == ["DB:q:1", "DB:r:2", "DB:s"]
+    assert [m.action for m in result.matched] == ["substituted"] * 3
+
+
+def test_a_call_that_binds_is_recorded_by_name_and_a_bad_call_still_raises(
+    tmp_path: Path,
+) -> None:
+    """Calls that bind to the reported signature keep their input by parameter name; a
+    call the function's own signature refuses raises its TypeError before anything is
+    recorded; one only the inner function refuses raises it from there, as without
+    recording, and is recorded as a failed call."""
+
+    @trace_tool
+    def lookup(q: str, limit: int = 1) -> str:
+        return q
+
+    path = tmp_path / "bad.sftrace"
+    with record("bad", output=path):
+        with pytest.raises(TypeError, match="missing a required argument: 'q'"):
+            lookup(limit=2)  # type: ignore[call-arg]
+        assert lookup("q") == "q"
+        with pytest.raises(TypeError, match="positional arguments but 5 were given"):
+            injected_lookup("q", "r", 3, 4)
+    calls = load_bundle(path).calls
+    assert [call.input for call in calls] == [
+        {"q": "q", "limit": 1},
+        {"args": ["q", "r", 3, 4], "kwargs": {}},
+    ]
+    assert calls[1].error is not None
+    assert calls[1].error.type == "TypeError"
+
+
+def _search(city: str, limit: int = 3) -> list[str]:
+    return [city] * limit
+
+
+class _Shout:
+    def __call__(self, q: str) -> str:
+        return q + "!"
+
+
+def test_partials_and_callable_objects_are_named_without_repr() -> None:
+    """A partial is named after the function it wraps (nested ones too), a callable
+    object after its class: never its repr, which holds bound arguments and an address."""
+    nested = functools.partial(functools.partial(_search, limit=2), "Lisbon")
+    assert trace_tool(functools.partial(_search, limit=2)).__sftrace_tool__.name == "_search"
+    assert trace_tool(nested).__sftrace_tool__.name == "_search"
+    assert trace_tool(_Shout()).__sftrace_tool__.name == "_Shout"
+    assert trace_tool(name="shout")(_Shout()).__sftrace_tool__.name == "shout"
+
+
+def test_partials_and_callable_objects_replay_when_wrapped_again(tmp_path: Path) -> None:
+    """A new process wraps new objects (other addresses): the replay still matches."""
+    path = tmp_path / "partial.sftrace"
+
+    def agent_of(search: Any, shout: Any) -> Callable[[str], list[Any]]:
+        return lambda task: [search(task), shout(task)]
+
+    recorded = agent_of(trace_tool(functools.partial(_search, limit=2)), trace_tool(_Shout()))
+    with record("partial", output=path, run_input="Lisbon") as session:
+        session.set_output(recorded("Lisbon"))
+    calls = load_bundle(path).calls
+    assert [(call.name, call.input) for call in calls] == [
+        ("_search", {"city": "Lisbon", "limit": 2}),
+        ("_Shout", {"q": "Lisbon"}),
+    ]
+    fresh = agent_of(trace_tool(functools.partial(_search, limit=2)), trace_tool(_Shout()))
+    result = sftrace.replay_run(path, fresh)
+    assert result.status == "completed"
+    assert result.return_value == [["Lisbon", "Lisbon"], "Lisbon!"]
+
+
+def test_a_secret_bound_in_a_partial_is_in_no_file_of_the_bundle(tmp_path: Path) -> None:
+    """A partial's bound keywords are parameters with defaults: recorded as inputs and
+    redacted like any input; its bound positional arguments are not parameters and are
+    not recorded. The name holds neither."""
+    key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+
+    def call_api(q: str, *, api_key: str, header: str = "") -> str:
+        return "ok"
+
+    by_keyword = trace_tool(functools.partial(call_api, api_key=key))
+    by_header = trace_tool(functools.partial(call_api, api_key="x", header=key))
+    positional = trace_tool(functools.partial(functools.partial(_search, key), limit=1))
+    path = tmp_path / "secret.sftrace"
+    with record("secret", output=path):
+        by_keyword("hello")
+        by_header("hello")
+        positional()
+    calls = load_bundle(path).calls
+    assert [call.name for call in calls] == ["call_api", "call_api", "_search"]
+    assert calls[2].input == {"limit": 1}
+    assert all("REDACTED" in call.input["api_key"] for call in calls[:2])
+    stored = b"".join(file.read_bytes() for file in path.rglob("*") if file.is_file())
+    assert key.encode() not in stored
+
+
+class _Opaque:
+    pass
+
+
+class _Fetch:
+    def __call__(self, q: str) -> _Opaque:
+        return _Opaque()
+
+
+def test_a_callable_object_whose_return_type_cannot_be_restored_replays(tmp_path: Path) -> None:
+    """Restoring the annotated return type of a callable object or a partial (which have
+    no ``__qualname__``) logs its failure under the tool's name instead of raising."""
+    path = tmp_path / "opaque.sftrace"
+    fetch = trace_tool(_Fetch(), serializer=lambda value: "opaque")
+    with record("opaque", output=path):
+        assert isinstance(fetch("a"), _Opaque)
+    with sftrace.replay(path):
+        assert trace_tool(_Fetch(), serializer=lambda value: "opaque")("a") == "opaque"

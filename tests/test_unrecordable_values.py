@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from unittest.mock import MagicMock
 
 import pydantic
 import pytest
@@ -120,6 +121,7 @@ UNRECORDABLE: dict[str, Callable[[], Any]] = {
     "enum-with-object-value": lambda: _ObjectValued.ONLY,
     "mapping-whose-iteration-raises": _IterRaises,
     "datetime-whose-offset-raises": lambda: dt.datetime(2026, 1, 1, tzinfo=_OffsetRaises()),
+    "magic-mock": MagicMock,
 }
 
 
@@ -273,3 +275,26 @@ def test_an_unrecordable_result_is_logged_as_one_line(
     with caplog.at_level("DEBUG", logger="sftrace"):
         _record_tool(tmp_path / "d.sftrace", {"lock": threading.Lock()})
     assert any(r.levelname == "DEBUG" and r.exc_info for r in caplog.records)
+
+
+@pytest.mark.usefixtures("production")
+def test_a_mock_is_unrecordable_at_once_not_taken_for_a_pydantic_model(tmp_path: Path) -> None:
+    """A ``Mock`` has a callable ``model_dump`` (and every attribute of it another Mock):
+    only real pydantic models are dumped, so a mock passed to or returned from a tool
+    is an unrecordable value like any other, without calling ``model_dump``, instead of
+    a conversion ~200 levels deep (seconds per call) blamed on "a cycle"."""
+    client = MagicMock()
+
+    @trace_tool(name="send")
+    def send(client: Any, text: str) -> Any:
+        return client
+
+    path = tmp_path / "mock.sftrace"
+    with record("agent", output=path):
+        assert send(client, "hi") is client
+    assert not client.model_dump.called
+    (call,) = load_bundle(path).calls
+    assert call.input == {"client": "<unrecordable unittest.mock.MagicMock>", "text": "hi"}
+    reason = call.attributes[A.OUTPUT_UNRECORDED]
+    assert "of type MagicMock: it is not JSON-serializable" in reason
+    assert "levels deep" not in reason

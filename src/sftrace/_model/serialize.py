@@ -31,6 +31,7 @@ import decimal
 import enum
 import math
 import pathlib
+import sys
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -68,8 +69,7 @@ def _known(value: Any, default: Callable[[Any], Any]) -> Any:
 
     ``default`` converts the elements of a set to find their order.
     """
-    model_dump = getattr(value, "model_dump", None)
-    if model_dump is not None and callable(model_dump):  # pydantic v2 models
+    if _is_model(value):
         return _dump_model(value)
     if isinstance(value, bytes | bytearray | memoryview):
         data = bytes(value)
@@ -87,6 +87,14 @@ def _known(value: Any, default: Callable[[Any], Any]) -> Any:
     if isinstance(value, Mapping):
         return dict(value)
     return _UNKNOWN
+
+
+def _is_model(value: Any) -> bool:
+    """Whether ``value`` is a pydantic (v2) model, without importing pydantic: one exists
+    only once ``pydantic.main`` is. Not any object with a ``model_dump``: a ``Mock`` has
+    one, whose result has one again, ~200 levels deep (seconds per value)."""
+    main = sys.modules.get("pydantic.main")
+    return main is not None and isinstance(value, main.BaseModel)
 
 
 def _make_default(serializer: Serializer | None) -> Callable[[Any], Any]:

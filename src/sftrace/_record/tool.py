@@ -31,9 +31,18 @@ class ArgumentBinder:
     ``TypeError`` the function itself would for a bad call. A callable without an
     inspectable signature (builtins such as ``max``) is recorded as
     ``{"args": [...], "kwargs": {...}}``.
+
+    The signature is the one ``inspect`` reports, which follows ``__wrapped__``: under a
+    ``functools.wraps`` decorator that adds or removes arguments (one that supplies a
+    ``db`` itself), a call the wrapper accepts may not bind to it. Such a call is recorded
+    in the same ``{"args": [...], "kwargs": {...}}`` shape (``self``/``cls`` dropped), as
+    the wrapper got it, rather than raising where the plain call would not; a replay binds
+    the same way, so it matches. Only a call the wrapper's own signature refuses too
+    raises the ``TypeError``.
     """
 
     def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
         self.signature: inspect.Signature | None
         try:
             self.signature = signature = inspect.signature(func)
@@ -41,17 +50,7 @@ class ArgumentBinder:
             self.signature = None
             signature = inspect.Signature()
         params = list(signature.parameters.values())
-        self.drop: str | None = None
-        if (
-            params
-            and params[0].name in ("self", "cls")
-            and params[0].kind
-            in (
-                _P.POSITIONAL_ONLY,
-                _P.POSITIONAL_OR_KEYWORD,
-            )
-        ):
-            self.drop = params[0].name
+        self.drop = _self_or_cls(params)
         self.simple = all(p.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY) for p in params)
         self.positional = tuple(p.name for p in params if p.kind is _P.POSITIONAL_OR_KEYWORD)
         self.names = frozenset(p.name for p in params)
@@ -61,7 +60,7 @@ class ArgumentBinder:
 
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.signature is None:
-            return {"args": list(args), "kwargs": kwargs}
+            return _as_passed(args, kwargs)
         if self.simple and len(args) <= len(self.positional):
             bound = dict(zip(self.positional, args, strict=False))
             if kwargs:
@@ -82,7 +81,13 @@ class ArgumentBinder:
 
     def _slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         assert self.signature is not None
-        bound_arguments = self.signature.bind(*args, **kwargs)
+        try:
+            bound_arguments = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            as_passed = self._unbound(args, kwargs)
+            if as_passed is None:
+                raise
+            return as_passed
         bound_arguments.apply_defaults()
         arguments = dict(bound_arguments.arguments)
         if self.drop is not None:
@@ -96,6 +101,68 @@ class ArgumentBinder:
             else:
                 arguments.update(extra)
         return arguments
+
+    def _unbound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The input of a call that does not bind to ``self.signature``: as passed, when
+        the wrapper's own signature accepts it (or cannot be inspected); else None (a bad
+        call: the function itself would raise the ``TypeError``)."""
+        try:
+            own = inspect.signature(self.func, follow_wrapped=False)
+        except (ValueError, TypeError):
+            own = None
+        if own is not None:
+            try:
+                own.bind(*args, **kwargs)
+            except TypeError:
+                return None
+            params = list(own.parameters.values())
+            if params and params[0].kind is _P.VAR_POSITIONAL:  # (*args, **kwargs)
+                drop = self.drop is not None
+            else:
+                drop = _self_or_cls(params) is not None
+            if drop and args:
+                args = args[1:]
+        return _as_passed(args, kwargs)
+
+
+def _self_or_cls(params: list[inspect.Parameter]) -> str | None:
+    """The name of a method's first parameter when it is ``self`` or ``cls`` (dropped
+    from the recorded input), else None."""
+    if (
+        params
+        and params[0].name in ("self", "cls")
+        and params[0].kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)
+    ):
+        return params[0].name
+    return None
+
+
+def _as_passed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The input of a call not bound to parameter names: its arguments as passed."""
+    return {"args": list(args), "kwargs": kwargs}
+
+
+def default_tool_name(func: Callable[..., Any]) -> str:
+    """The name a tool is recorded under when ``trace_tool`` is given none.
+
+    A function's ``__name__``; for a ``functools.partial`` (nested ones too) the name of
+    the function it wraps; for a callable object, its class's qualified name. Never its
+    ``repr()``: that holds a partial's bound arguments (an API key, in clear) and the
+    object's address, which differs in every process, so a replay would never match.
+    """
+    while isinstance(func, functools.partial):
+        func = func.func
+    name = getattr(func, "__name__", None)
+    if isinstance(name, str) and name:
+        return name
+    return type(func).__qualname__
+
+
+def _described(func: Callable[..., Any]) -> str:
+    """``func`` in a message: its qualified name (partials and callable objects have
+    none: their default tool name)."""
+    qualname = getattr(func, "__qualname__", None)
+    return qualname if isinstance(qualname, str) else default_tool_name(func)
 
 
 _PLAIN_RETURNS: frozenset[Any] = frozenset(
@@ -163,7 +230,7 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
             config=ConfigDict(val_json_bytes="base64"),
         )
     except Exception as exc:
-        log_once(f"building a replay restorer for {func.__qualname__}", exc)
+        log_once(f"building a replay restorer for {_described(func)}", exc)
         return _identity
 
     excluded = _excluded_fields(annotation)
@@ -177,7 +244,7 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
             # Expected of hand-edited or minimized results: one line, not a traceback.
             reason = str(exc).splitlines()
             log_once(
-                f"restoring the return type of {func.__qualname__}",
+                f"restoring the return type of {_described(func)}",
                 ReplayError(
                     f"the recorded result does not validate as {_type_name(annotation)} "
                     f"({type(exc).__name__}: {' '.join(line.strip() for line in reason[:3])}"
@@ -245,7 +312,7 @@ _warned_excluded: set[tuple[Any, ...]] = set()
 
 def _warn_excluded(func: Callable[..., Any], model: Any, excluded: tuple[str, ...]) -> None:
     """Say once that a replayed model lacks the fields its dumps leave out."""
-    key = (func.__qualname__, model)
+    key = (_described(func), model)
     if key in _warned_excluded:
         return
     _warned_excluded.add(key)
@@ -254,7 +321,7 @@ def _warn_excluded(func: Callable[..., Any], model: Any, excluded: tuple[str, ..
         "(Field(exclude=True)), so the recording does not hold them and the replayed model "
         "has their defaults; record them with @trace_tool(serializer=...) if the agent "
         "reads them",
-        func.__qualname__,
+        _described(func),
         getattr(model, "__qualname__", model),
         ", ".join(excluded),
     )
@@ -294,7 +361,9 @@ def trace_tool(
     runs as if undecorated.
 
     Args:
-        name: the tool name recorded and matched on replay. Default: the function name.
+        name: the tool name recorded and matched on replay. Default: the function name
+            (for a ``functools.partial``, its function's; for a callable object, its
+            class's qualified name).
         replay_policy: what a replay does with this call: ``"frozen"`` (default),
             ``"live"``, ``"forbidden"``, ``"manual"`` or ``"derived"``.
         serializer: converts values JSON cannot hold (returns a JSON-compatible value
@@ -307,12 +376,12 @@ def trace_tool(
     def decorate(fn: F) -> F:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise TypeError(
-                f"@trace_tool cannot wrap the generator function {fn.__qualname__}: a tool "
+                f"@trace_tool cannot wrap the generator function {_described(fn)}: a tool "
                 f"must return its whole result; collect it into a list and return that"
             )
         if not callable(fn):
             raise TypeError(f"@trace_tool expects a function, got {type(fn).__qualname__}")
-        tool_name = name or getattr(fn, "__name__", None) or repr(fn)
+        tool_name = name or default_tool_name(fn)
         spec = BoundarySpec.tool(tool_name, policy, serializer)
         binder = ArgumentBinder(fn)
         restore = return_restorer(fn)
