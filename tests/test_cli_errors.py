@@ -152,3 +152,35 @@ def test_replay_command_reproduces_a_timed_out_call(
     result = invoke("replay", path, "--entrypoint", "timed_out_agent:run")
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_reader_that_goes_away_gets_no_error_line(tmp_path: Path) -> None:
+    """``sftrace inspect B | head -1``: the pipe closes while sftrace still writes; it
+    stops quietly, without "sftrace: error: [Errno 32] Broken pipe" or a traceback."""
+    import subprocess
+
+    @trace_tool
+    def step(i: int) -> int:
+        return i
+
+    with record("long", output=tmp_path / "long.sftrace"):
+        for i in range(400):
+            step(i)
+    command = [
+        sys.executable,
+        "-m",
+        "sftrace._cli.main",
+        "inspect",
+        "--json",
+        str(tmp_path / "long.sftrace"),
+    ]
+    for _ in range(3):
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+            assert process.stdout is not None
+            assert process.stderr is not None
+            process.stdout.readline()
+            process.stdout.close()  # the reader goes away
+            error = process.stderr.read().decode()
+            process.wait(timeout=60)
+        assert "error" not in error.lower(), error
+        assert "Traceback" not in error

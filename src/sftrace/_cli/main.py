@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -39,6 +40,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
 EXIT_OK = 0
 EXIT_CHANGED = 1  # invalid bundle, divergence, behaviour changed, a failing case
 EXIT_BAD_INPUT = 2
+# The reader of the output went away (a pipe into head): what SIGPIPE would give.
+EXIT_BROKEN_PIPE = 141
 
 
 class CliState:
@@ -81,12 +84,23 @@ class SftraceGroup(click.Group):
             return super().invoke(ctx)
         except _CLICK_EXCEPTIONS:
             raise
+        except BrokenPipeError:
+            _reader_gone()
         except (SftraceError, OSError) as exc:
             _exit_with(_error_line(exc))
         except (Exception, asyncio.CancelledError) as exc:
             command = ctx.invoked_subcommand
             what = f"`sftrace {command}`" if command else "sftrace"
             _exit_with(_unexpected_line(what, exc))
+
+
+def _reader_gone() -> NoReturn:
+    """The output's reader went away (``sftrace inspect B | head``): exit quietly, as a
+    process killed by SIGPIPE would (141), with nothing more written to the pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
 
 
 def _exit_with(line: str) -> NoReturn:
@@ -118,6 +132,8 @@ def bad_input_policy() -> Iterator[None]:
     holds when the command runs without ``main`` (e.g. under ``click.testing.CliRunner``)."""
     try:
         yield
+    except BrokenPipeError:
+        _reader_gone()
     except (SftraceError, OSError) as exc:
         _exit_with(_error_line(exc))
 
@@ -147,6 +163,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             traceback.print_exc()
         echo(_unexpected_line("sftrace", exc), err=True)
         code = EXIT_BAD_INPUT
+    try:
+        sys.stdout.flush()  # what is still buffered, while a broken pipe can be handled
+    except BrokenPipeError:
+        with contextlib.suppress(click.exceptions.Exit):
+            _reader_gone()
+        code = EXIT_BROKEN_PIPE
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
