@@ -8,7 +8,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from sftrace._internal import log_once
+from sftrace._internal import log_once, warn_once
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer
 from sftrace._record.boundary import BoundarySpec, Restore, call_async, call_sync
@@ -144,6 +144,14 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
             return _identity
         if isinstance(annotation, str):
             return _identity
+    return type_restorer(annotation, f"the return type of {func.__qualname__}")
+
+
+def type_restorer(annotation: Any, what: str) -> Restore:
+    """Rebuild a replayed JSON value as ``annotation`` (``what`` it is, for the log): a
+    pydantic model, a dataclass, or any type pydantic can validate (see
+    :func:`return_restorer`); the plain JSON types as they are. A value that does not
+    validate is answered as its JSON, saying so once (one line)."""
     try:
         if _holds_json_as_is(annotation):
             return _identity
@@ -156,21 +164,33 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
         # says, which they keep here): the config decodes it. In a 1-tuple, since a
         # TypeAdapter refuses a config for a dataclass or a model itself.
         adapter: TypeAdapter[Any] = TypeAdapter(
-            tuple[annotation],  # type: ignore[valid-type]
+            tuple[annotation],
             config=ConfigDict(val_json_bytes="base64"),
         )
     except Exception as exc:
-        log_once(f"building a replay restorer for {func.__qualname__}", exc)
+        log_once(f"building a replay restorer for {what}", exc)
         return _identity
 
     def restore(value: Any) -> Any:
         try:
             return adapter.validate_python((value,))[0]
         except Exception as exc:
-            log_once(f"restoring the return type of {func.__qualname__}", exc)
+            warn_once(
+                f"restoring {what}",
+                f"restoring {what} failed, so the replay answers with the recorded JSON "
+                f"({_summary(exc)})",
+                exc,
+            )
             return value
 
     return restore
+
+
+def _summary(exc: BaseException) -> str:
+    """``exc`` on one line: its type and the first lines of its message (pydantic's
+    ValidationError: the count, then the first error's place and reason)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()][:3]
+    return f"{type(exc).__name__}: {' / '.join(lines)}"
 
 
 def _identity(value: Any) -> Any:
