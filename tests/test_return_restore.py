@@ -124,8 +124,9 @@ def test_a_result_that_does_not_validate_is_returned_as_recorded_with_one_line(
     restore = return_restorer(wants_user)
     with caplog.at_level(logging.WARNING, logger="sftrace"):
         assert restore({"name": "x"}) == {"name": "x"}
-    [logged] = [r for r in caplog.records if "restoring the return type" in r.getMessage()]
+    [logged] = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert logged.exc_info is None
-    assert "does not validate as User" in logged.getMessage()
-    assert "ValidationError" in logged.getMessage()
+    assert "restoring the return type of" in logged.getMessage()
+    assert "wants_user" in logged.getMessage()
+    assert "answers with the recorded JSON (ValidationError" in logged.getMessage()
     assert "\n" not in logged.getMessage()

@@ -57,6 +57,19 @@ def internal_error(what: str, exc: BaseException) -> None:
     log_once(what, exc)
 
 
+def warn_once(what: str, message: str, exc: BaseException | None = None) -> None:
+    """Log ``message``, one line, once per ``what``: for what sftrace could not do and
+    worked around (``exc``, the cause, has its traceback logged at DEBUG level)."""
+    key = (what, "")
+    with _seen_lock:
+        if key in _seen:
+            return
+        _seen.add(key)
+    logger.warning("sftrace: %s", message)
+    if exc is not None:
+        logger.debug("sftrace: %s", what, exc_info=exc)
+
+
 def log_once(what: str, exc: BaseException) -> None:
     """Log ``exc`` for ``what`` once per (what, exception type) pair.
 

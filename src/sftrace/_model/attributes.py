@@ -76,6 +76,10 @@ OUTPUT_NONFINITE: Final = "sftrace.output.nonfinite"
 # back (LangChain's ToolMessage content: str() of a value json.dumps refuses): that text,
 # redacted; a replay hands it to the integration with the recorded output.
 OUTPUT_TEXT: Final = "sftrace.output.text"
+# With OUTPUT when an llm_request's call returned a pydantic model or a dataclass: its
+# class, "pkg.mod.Qualname" (as ERROR_TYPE names a class); a replay rebuilds the response
+# as that class when an imported module holds it.
+OUTPUT_TYPE: Final = "sftrace.output.type"
 REPLAY_POLICY: Final = "sftrace.replay_policy"
 ERROR_TYPE: Final = "sftrace.error.type"  # qualified name of the exception type
 ERROR_MESSAGE: Final = "sftrace.error.message"

@@ -53,6 +53,20 @@ class ResultText(Protocol):
         """What the call answers with, from the restored recorded value and its text."""
 
 
+class ResultType(Protocol):
+    """The class of a call's result, which its JSON does not give back (an
+    ``llm_request``'s response: an SDK's pydantic model): recorded as
+    ``sftrace.output.type``; a replay answers with :meth:`restore`."""
+
+    def name(self, value: Any) -> str | None:
+        """The name recorded of ``value``'s class (a result the body returned), None when
+        there is none to record."""
+
+    def restore(self, value: Any, name: str | None) -> Any:
+        """What the call answers with, from the restored recorded value and the name
+        recorded of its class (None: none was)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BoundarySpec:
     """What is fixed about a boundary: its kind, name, span name and static attributes."""
@@ -210,7 +224,12 @@ class BoundaryCall:
         decision = self.decision
         return decision is None or decision.action in RUNS_BODY
 
-    def substitute(self, restore: Restore, result_text: ResultText | None = None) -> Any:
+    def substitute(
+        self,
+        restore: Restore,
+        result_text: ResultText | None = None,
+        result_type: ResultType | None = None,
+    ) -> Any:
         """The value a replay answers with instead of running the body (or raises)."""
         decision = self.decision
         assert decision is not None
@@ -224,17 +243,33 @@ class BoundaryCall:
             assert replay is not None
             assert replay.manual is not None
             value = replay.manual(recorded)
-            self.finish(value)
+            self.finish(value, result_type=result_type)
             return value
         value = restore(self.finish_recorded())
+        if result_type is not None:
+            value = self._restore_type(recorded, value, result_type)
         if result_text is not None and self.output_text is not None:
             return result_text.restore(value, self.output_text)
         return value
 
-    async def asubstitute(self, restore: Restore, result_text: ResultText | None = None) -> Any:
+    async def asubstitute(
+        self,
+        restore: Restore,
+        result_text: ResultText | None = None,
+        result_type: ResultType | None = None,
+    ) -> Any:
         """:meth:`substitute` for an async call (see :meth:`await_recorded_cancellation`)."""
         await self.await_recorded_cancellation()
-        return self.substitute(restore, result_text)
+        return self.substitute(restore, result_text, result_type)
+
+    def _restore_type(self, recorded: Call, value: Any, result_type: ResultType) -> Any:
+        """``value`` (the recorded result) rebuilt as the class recorded of it, which the
+        span records again (a saved replay keeps it)."""
+        name = recorded.attributes.get(A.OUTPUT_TYPE) if recorded.may_have(A.OUTPUT_TYPE) else None
+        if not isinstance(name, str):
+            return result_type.restore(value, None)
+        self.span.set_attribute(A.OUTPUT_TYPE, name)
+        return result_type.restore(value, name)
 
     async def await_recorded_cancellation(self) -> None:
         """Before an async call answers from the recording: when the recorded call was
@@ -253,10 +288,12 @@ class BoundaryCall:
         value: Any,
         extra: Mapping[str, Any] | None = None,
         result_text: ResultText | None = None,
+        result_type: ResultType | None = None,
     ) -> None:
         """Record a result produced by the body (or the manual handler); ``extra``:
         attributes the caller knows of it (an LLM call's usage or cost); ``result_text``:
-        the text the integration makes of it, when its JSON does not give that back."""
+        the text the integration makes of it, when its JSON does not give that back;
+        ``result_type``: names its class, which its JSON does not give back either."""
         if extra:  # what the caller says wins over what the response says
             self.span.set_attributes(extra)
         what = f"{self.spec.kind} {self.spec.name!r} result"
@@ -283,6 +320,8 @@ class BoundaryCall:
             self.span.set_attribute(A.OUTPUT_NONFINITE, canonical(nonfinite))
         if result_text is not None:
             self._set_output_text(value, result_text)
+        if result_type is not None:
+            self._set_output_type(value, result_type)
         if self.spec.kind == A.KIND_LLM:
             found = llm_response_attributes(value)
             self.span.set_attributes({k: v for k, v in found.items() if k not in (extra or ())})
@@ -299,6 +338,15 @@ class BoundaryCall:
         text, found = self.run.redactor.redact_text(text, known=self.run.known_secrets)
         self._note_redactions([redaction.record("output_text") for redaction in found])
         self.span.set_attribute(A.OUTPUT_TEXT, text)
+
+    def _set_output_type(self, value: Any, result_type: ResultType) -> None:
+        """Record the name ``result_type`` gives ``value``'s class."""
+        try:
+            name = result_type.name(value)
+        except Exception:  # never break the host: the replay answers with the JSON
+            return
+        if name is not None:
+            self.span.set_attribute(A.OUTPUT_TYPE, name)
 
     def finish_recorded(self) -> Any:
         """Record the recorded result a replay answers with (the decision's recorded
@@ -482,17 +530,18 @@ def call_sync(
     restore: Restore,
     extra: Mapping[str, Any] | None = None,
     result_text: ResultText | None = None,
+    result_type: ResultType | None = None,
 ) -> T:
     """Run one call through its boundary; ``extra``: attributes the caller knows of the
-    call's result (an LLM call's cost), set when the body ran; ``result_text``: see
-    :class:`ResultText`."""
+    call's result (an LLM call's cost), set when the body ran; ``result_text``,
+    ``result_type``: see :class:`ResultText`, :class:`ResultType`."""
     call = BoundaryCall(run, spec, input_json)
     try:
         if call.runs_body:
             value = body()
-            call.finish(value, extra, result_text)
+            call.finish(value, extra, result_text, result_type)
             return value
-        result: T = call.substitute(restore, result_text)
+        result: T = call.substitute(restore, result_text, result_type)
         return result
     except BaseException as exc:
         call.fail(exc)
@@ -509,14 +558,15 @@ async def call_async(
     restore: Restore,
     extra: Mapping[str, Any] | None = None,
     result_text: ResultText | None = None,
+    result_type: ResultType | None = None,
 ) -> T:
     call = BoundaryCall(run, spec, input_json)
     try:
         if call.runs_body:
             value = await body()
-            call.finish(value, extra, result_text)
+            call.finish(value, extra, result_text, result_type)
             return value
-        result: T = await call.asubstitute(restore, result_text)
+        result: T = await call.asubstitute(restore, result_text, result_type)
         return result
     except BaseException as exc:
         call.fail(exc)

@@ -17,8 +17,13 @@ from sftrace._errors import ConfigError
 from sftrace._model import attributes as A
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import dumps
-from sftrace._record.boundary import BoundaryCall, BoundarySpec, llm_response_attributes
-from sftrace._record.llm import check_cost, llm_spec
+from sftrace._record.boundary import (
+    BoundaryCall,
+    BoundarySpec,
+    ResultType,
+    llm_response_attributes,
+)
+from sftrace._record.llm import RECORDED_TYPE, check_cost, llm_spec
 from sftrace._record.run import ActiveRun
 
 # "Not given" (``None`` is a value: it is recorded as JSON null).
@@ -93,7 +98,7 @@ def record_llm_call(
         extra[A.COST_USD] = cost
     start, end = _times(run, "record_llm_call", duration_s)
     input_json = dumps(input, serializer=run.serializer, what="record_llm_call input")
-    _record(run, spec, input_json, output, error, extra, start, end)
+    _record(run, spec, input_json, output, error, extra, start, end, RECORDED_TYPE)
 
 
 def _record(
@@ -105,6 +110,7 @@ def _record(
     extra: dict[str, Any] | None,
     start: int,
     end: int,
+    result_type: ResultType | None = None,
 ) -> None:
     """What ``call_sync`` does, with a result or error given instead of a body to run.
 
@@ -123,7 +129,7 @@ def _record(
         elif error is not None:
             call.fail(error)
         else:
-            call.finish(None if value is UNSET else value, extra)
+            call.finish(None if value is UNSET else value, extra, result_type=result_type)
     except BaseException as exc:
         call.fail(exc)
         raise

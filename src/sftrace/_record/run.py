@@ -224,12 +224,45 @@ def exception_type_name(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, RecordedDependencyError):
         return exc.type_name, "." not in exc.type_name
     cls = type(exc)
-    module = cls.__module__
-    if module == "builtins":
+    if cls.__module__ == "builtins":
         return cls.__qualname__, True
+    return qualified_name(cls), False
+
+
+def qualified_name(cls: type) -> str:
+    """How a bundle names a class: ``pkg.mod.Outer.Name``, a class of the program's
+    ``__main__`` under the name its module can be imported by (:func:`main_module_name`).
+    :func:`imported_object` finds it again."""
+    module = cls.__module__
     if module == "__main__":
         module = main_module_name()
-    return f"{module}.{cls.__qualname__}", False
+    return f"{module}.{cls.__qualname__}"
+
+
+def imported_object(qualified: str) -> Any:
+    """What ``pkg.mod.Outer.Name`` (as :func:`qualified_name` wrote it) names, looked up
+    in ``sys.modules`` only, longest module name first; None when no imported module
+    holds it. Nothing is imported, and only what the module and classes already hold
+    (their ``__dict__``) is read: a module-level ``__getattr__`` (a lazily importing
+    package) is never triggered."""
+    parts = qualified.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:split])
+        module = sys.modules.get(name)
+        if module is None and name == main_module_name():  # recorded and replayed by one file
+            module = sys.modules.get("__main__")
+        if module is None:
+            continue
+        target: Any = module
+        for name in parts[split:]:
+            try:
+                target = vars(target).get(name)
+            except TypeError:  # an object without a __dict__
+                return None
+            if target is None:
+                return None
+        return target
+    return None
 
 
 def main_module_name() -> str:

@@ -10,8 +10,7 @@ from typing import Any, TypeVar, overload
 
 import orjson
 
-from sftrace._errors import ReplayError
-from sftrace._internal import log_once, logger
+from sftrace._internal import log_once, warn_once
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer
 from sftrace._record.boundary import BoundarySpec, Restore, call_async, call_sync
@@ -214,6 +213,14 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
             return _identity
         if isinstance(annotation, str):
             return _identity
+    return type_restorer(annotation, f"the return type of {_described(func)}")
+
+
+def type_restorer(annotation: Any, what: str) -> Restore:
+    """Rebuild a replayed JSON value as ``annotation`` (``what`` it is, for the log): a
+    pydantic model, a dataclass, or any type pydantic can validate (see
+    :func:`return_restorer`); the plain JSON types as they are. A value that does not
+    validate is answered as its JSON, saying so once (one line)."""
     try:
         if _holds_json_as_is(annotation):
             return _identity
@@ -226,30 +233,26 @@ def _build_restorer(func: Callable[..., Any]) -> Restore:
         # says, which they keep here): the config decodes it. In a 1-tuple, since a
         # TypeAdapter refuses a config for a dataclass or a model itself.
         adapter: TypeAdapter[Any] = TypeAdapter(
-            tuple[annotation],  # type: ignore[valid-type]
+            tuple[annotation],
             config=ConfigDict(val_json_bytes="base64"),
         )
     except Exception as exc:
-        log_once(f"building a replay restorer for {_described(func)}", exc)
+        log_once(f"building a replay restorer for {what}", exc)
         return _identity
 
     excluded = _excluded_fields(annotation)
 
     def restore(value: Any) -> Any:
         if excluded:
-            _warn_excluded(func, annotation, excluded)
+            _warn_excluded(what, annotation, excluded)
         try:
             return _validated(adapter, value)
         except Exception as exc:
-            # Expected of hand-edited or minimized results: one line, not a traceback.
-            reason = str(exc).splitlines()
-            log_once(
-                f"restoring the return type of {_described(func)}",
-                ReplayError(
-                    f"the recorded result does not validate as {_type_name(annotation)} "
-                    f"({type(exc).__name__}: {' '.join(line.strip() for line in reason[:3])}"
-                    f"); the replay returns it as recorded (JSON)"
-                ),
+            warn_once(
+                f"restoring {what}",
+                f"restoring {what} failed, so the replay answers with the recorded JSON "
+                f"({_summary(exc)})",
+                exc,
             )
             return value
 
@@ -295,10 +298,6 @@ def _without(value: Any, paths: list[tuple[Any, ...]]) -> Any:
     return copied
 
 
-def _type_name(annotation: Any) -> str:
-    return str(getattr(annotation, "__qualname__", None) or annotation)
-
-
 def _excluded_fields(annotation: Any) -> tuple[str, ...]:
     """The fields a pydantic model annotation leaves out of its dumps (``exclude=True``)."""
     fields = getattr(annotation, "model_fields", None) if isinstance(annotation, type) else None
@@ -307,24 +306,22 @@ def _excluded_fields(annotation: Any) -> tuple[str, ...]:
     return tuple(name for name, info in fields.items() if getattr(info, "exclude", None) is True)
 
 
-_warned_excluded: set[tuple[Any, ...]] = set()
-
-
-def _warn_excluded(func: Callable[..., Any], model: Any, excluded: tuple[str, ...]) -> None:
+def _warn_excluded(what: str, model: Any, excluded: tuple[str, ...]) -> None:
     """Say once that a replayed model lacks the fields its dumps leave out."""
-    key = (_described(func), model)
-    if key in _warned_excluded:
-        return
-    _warned_excluded.add(key)
-    logger.warning(
-        "sftrace: %s returns %s, whose field(s) %s are excluded from its dumps "
-        "(Field(exclude=True)), so the recording does not hold them and the replayed model "
-        "has their defaults; record them with @trace_tool(serializer=...) if the agent "
-        "reads them",
-        _described(func),
-        getattr(model, "__qualname__", model),
-        ", ".join(excluded),
+    warn_once(
+        f"excluded fields of {what}",
+        f"{what} is {getattr(model, '__qualname__', model)}, whose field(s) "
+        f"{', '.join(excluded)} are excluded from its dumps (Field(exclude=True)), so the "
+        f"recording does not hold them and the replayed model has their defaults; record "
+        f"them with a serializer= if the agent reads them",
     )
+
+
+def _summary(exc: BaseException) -> str:
+    """``exc`` on one line: its type and the first lines of its message (pydantic's
+    ValidationError: the count, then the first error's place and reason)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()][:3]
+    return f"{type(exc).__name__}: {' / '.join(lines)}"
 
 
 def _identity(value: Any) -> Any:

@@ -256,7 +256,14 @@ class ForkController(ReplayController):
 
 
 def _overridden(recorded: Call, output_json: str) -> Call:
-    """``recorded`` answering with ``output_json`` (and none of its recorded usage)."""
+    """``recorded`` answering with ``output_json`` (and none of its recorded usage; the
+    class recorded of its result, so an ``llm_request`` gets the override as that class,
+    as an SDK call gets the SDK's object)."""
+    kept = (
+        {A.OUTPUT_TYPE: recorded.attributes[A.OUTPUT_TYPE]}
+        if recorded.may_have(A.OUTPUT_TYPE) and A.OUTPUT_TYPE in recorded.attributes
+        else {}
+    )
     return Call(
         seq=recorded.seq,
         kind=recorded.kind,
@@ -268,7 +275,7 @@ def _overridden(recorded: Call, output_json: str) -> Call:
         policy=recorded.policy,
         span_id=recorded.span_id,
         parent_span_id=recorded.parent_span_id,
-        attributes={},
+        attributes=kept,
     )
 
 

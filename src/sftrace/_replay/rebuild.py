@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import sys
 from typing import Any
 
 import orjson
@@ -30,7 +29,7 @@ from sftrace._errors import RecordedDependencyError, RecordedInterruption
 from sftrace._internal import log_once
 from sftrace._model.calls import CallFailure
 from sftrace._record.failure import error_codecs
-from sftrace._record.run import main_module_name
+from sftrace._record.run import imported_object
 
 
 def rebuild_exception(failure: CallFailure) -> BaseException:
@@ -65,33 +64,9 @@ def _recorded_class(failure: CallFailure) -> type[BaseException] | None:
     if failure.builtin or "." not in failure.type:
         found: Any = getattr(builtins, failure.type, None)
     else:
-        found = _imported(failure.type)
+        found = imported_object(failure.type)
     if isinstance(found, type) and issubclass(found, BaseException):
         return found
-    return None
-
-
-def _imported(qualified: str) -> Any:
-    """``pkg.mod.Outer.Error`` looked up in ``sys.modules``: longest module name first."""
-    parts = qualified.split(".")
-    for split in range(len(parts) - 1, 0, -1):
-        name = ".".join(parts[:split])
-        module = sys.modules.get(name)
-        if module is None and name == main_module_name():  # recorded and replayed by one file
-            module = sys.modules.get("__main__")
-        if module is None:
-            continue
-        # Only what the module and classes already hold (their __dict__): a module-level
-        # __getattr__ (a lazily importing package) is never triggered.
-        target: Any = module
-        for name in parts[split:]:
-            try:
-                target = vars(target).get(name)
-            except TypeError:  # an object without a __dict__
-                return None
-            if target is None:
-                return None
-        return target
     return None
 
 
