@@ -3,6 +3,7 @@ that is down or hangs: the agent never sees it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ import sftrace
 from otlp_fixtures import free_port
 from otlp_sink import OtlpSink
 from sftrace import load_bundle, record, trace_tool
-from sftrace._export.enrich import SpanPreparer, truncate_utf8
+from sftrace._export.enrich import CONTENT_ATTRIBUTES, SpanPreparer, truncate_utf8
 from sftrace._export.otlp import EnrichingSpanExporter
 from sftrace._record.config import get_state
 
@@ -158,6 +159,39 @@ def test_capture_content_false_strips_inputs_and_outputs_from_otlp_only(
     bundle = load_bundle(session.path or "")
     assert bundle.run_input == "secret task"
     assert bundle.state_changes[0].after == ["secret item"]
+
+
+class OrderRefused(Exception):
+    def __init__(self, order: str) -> None:
+        super().__init__(f"refused {order}")
+        self.order = order
+
+
+def test_capture_content_false_strips_the_values_an_exception_carries(
+    spans: InMemorySpanExporter,
+) -> None:
+    """An exception's args, attributes and causes hold values like an input does (here a
+    private order id): left out of OTLP with the inputs and outputs; its type stays."""
+
+    @trace_tool
+    def refund(order: str) -> None:
+        try:
+            raise KeyError(order)
+        except KeyError as exc:
+            raise OrderRefused(order) from exc
+
+    with record("private"), contextlib.suppress(OrderRefused):
+        refund("order-PRIVATE-77")
+    copies = enriched(spans.get_finished_spans(), capture_content=False)
+    call = next(c for c in copies.values() if (c.attributes or {}).get("sftrace.kind") == "tool")
+    attributes = dict(call.attributes or {})
+    assert attributes["sftrace.error.type"].endswith("OrderRefused")
+    for key in ("sftrace.error.args", "sftrace.error.fields", "sftrace.error.cause"):
+        assert key not in attributes
+    assert "order-PRIVATE-77" not in repr(
+        {k: v for k, v in attributes.items() if k != "sftrace.error.message"}
+    )
+    assert {"sftrace.output.text", "sftrace.error.body"} <= CONTENT_ATTRIBUTES
 
 
 class Exploding(SpanExporter):

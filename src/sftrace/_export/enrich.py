@@ -37,6 +37,14 @@ CONTENT_ATTRIBUTES = frozenset(
         A.GEN_AI_SYSTEM_INSTRUCTIONS,
         A.INPUT_VALUE,
         A.OUTPUT_VALUE,
+        # The values an exception or a result carries beside the call's output: a tool's
+        # result as LangChain's text, an exception's args and attributes (an order, an
+        # amount), the errors it was raised from, an SDK error's response body.
+        A.OUTPUT_TEXT,
+        A.ERROR_ARGS,
+        A.ERROR_FIELDS,
+        A.ERROR_CAUSE,
+        A.ERROR_BODY,
     }
 )
 CONTENT_EVENT_ATTRIBUTES = frozenset({A.EVENT_BEFORE, A.EVENT_AFTER})
