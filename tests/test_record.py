@@ -590,6 +590,47 @@ def test_partials_and_callable_objects_replay_when_wrapped_again(tmp_path: Path)
     assert result.return_value == [["Lisbon", "Lisbon"], "Lisbon!"]
 
 
+class _AsyncLookup:
+    async def __call__(self, q: str) -> dict[str, str]:
+        await asyncio.sleep(0)
+        return {"found": q}
+
+
+async def _async_search(city: str, limit: int = 5) -> list[str]:
+    await asyncio.sleep(0)
+    return [city] * limit
+
+
+def test_callable_objects_and_partials_that_are_async_are_async_tools(tmp_path: Path) -> None:
+    """A callable object with an ``async def __call__`` (and a partial of an async
+    function) is an async tool: recorded with its awaited result, replayed as a coroutine
+    the agent awaits, not as a sync call whose output is a coroutine object."""
+    path = tmp_path / "async.sftrace"
+
+    def agent_of(lookup: Any, search: Any) -> Callable[[str], Any]:
+        async def agent(task: str) -> list[Any]:
+            return [await lookup(task), await search(task)]
+
+        return agent
+
+    recorded = agent_of(
+        trace_tool(_AsyncLookup()), trace_tool(functools.partial(_async_search, limit=1))
+    )
+    with record("async", output=path, run_input="Faro") as session:
+        session.set_output(asyncio.run(recorded("Faro")))
+    calls = load_bundle(path).calls
+    assert [(call.name, call.output) for call in calls] == [
+        ("_AsyncLookup", {"found": "Faro"}),
+        ("_async_search", ["Faro"]),
+    ]
+    fresh = agent_of(
+        trace_tool(_AsyncLookup()), trace_tool(functools.partial(_async_search, limit=1))
+    )
+    result = sftrace.replay_run(path, fresh)
+    assert result.status == "completed", result.error
+    assert result.return_value == [{"found": "Faro"}, ["Faro"]]
+
+
 def test_a_secret_bound_in_a_partial_is_in_no_file_of_the_bundle(tmp_path: Path) -> None:
     """A partial's bound keywords are parameters with defaults: recorded as inputs and
     redacted like any input; its bound positional arguments are not parameters and are

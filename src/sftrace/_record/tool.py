@@ -157,6 +157,16 @@ def default_tool_name(func: Callable[..., Any]) -> str:
     return type(func).__qualname__
 
 
+def _is_async(func: Callable[..., Any]) -> bool:
+    """Whether calling ``func`` gives a coroutine: an ``async def`` function or method (a
+    ``functools.partial`` of one too), or a callable object whose ``__call__`` is one."""
+    if inspect.iscoroutinefunction(func):
+        return True
+    if inspect.isroutine(func) or isinstance(func, functools.partial):
+        return False
+    return inspect.iscoroutinefunction(getattr(type(func), "__call__", None))  # noqa: B004
+
+
 def _described(func: Callable[..., Any]) -> str:
     """``func`` in a message: its qualified name (partials and callable objects have
     none: their default tool name)."""
@@ -384,7 +394,7 @@ def trace_tool(
         restore = return_restorer(fn)
         what = f"tool {tool_name!r} input"
 
-        if inspect.iscoroutinefunction(fn):
+        if _is_async(fn):
 
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
