@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,25 @@ def test_ignoring_the_root_path_matches_calls_by_kind_and_name_in_order(tmp_path
     ):
         agents.book("TP1")  # another name still diverges
     assert other.matched == []
+
+
+def test_a_match_ignore_key_naming_no_recorded_call_is_named_in_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A typo, or a model named without its provider, ignores nothing: the replay says so
+    instead of staying as strict as without it with nothing said."""
+    bundle = recorded(tmp_path / "w.sftrace", lambda: ask("pick TP1", request_id="a"))
+    with caplog.at_level(logging.WARNING, logger="sftrace"):
+        with replay(bundle, match_ignore={"fake-1": ["$.prompt"]}):
+            ask("pick TP1", request_id="a")
+        with replay(bundle, match_ignore={"fligth_search": ["$.x"], "fake/fake-1": ["$.y"]}):
+            ask("pick TP1", request_id="a")
+    messages = [r.getMessage() for r in caplog.records if "match_ignore names" in r.getMessage()]
+    assert len(messages) == 2
+    assert "'fake-1', which no call of the recording has" in messages[0]
+    assert "an LLM is named as 'provider/model': 'fake/fake-1'" in messages[0]
+    assert "'fligth_search'" in messages[1]
+    assert "the recording's tools are" in messages[1]
 
 
 def test_without_match_ignore_a_changed_input_still_diverges(tmp_path: Path) -> None:

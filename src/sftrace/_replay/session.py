@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -24,7 +24,7 @@ from sftrace._errors import (
     ReplayError,
     TraceSerializationError,
 )
-from sftrace._internal import internal_error, log_once
+from sftrace._internal import internal_error, log_once, warn_once
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.policy import MatchMode, ReplayMode
@@ -80,6 +80,29 @@ def inside_unfinished(run_span: dict[str, Any]) -> frozenset[int]:
     return frozenset()
 
 
+def warn_unmatched_ignores(match_ignore: Mapping[str, Any], calls: Sequence[Call]) -> None:
+    """Say which ``match_ignore`` keys name no call of the recording: they can never apply
+    (a typo, or a model named without its provider), and the replay would be as strict
+    as without them with nothing said."""
+    tools = {call.name for call in calls if call.kind == A.KIND_TOOL}
+    models = {f"{call.provider}/{call.name}" for call in calls if call.kind == A.KIND_LLM}
+    for key in match_ignore:
+        if key in ("*", "llm") or key in tools or key in models:
+            continue
+        bare = sorted(model for model in models if model.partition("/")[2] == key)
+        hint = (
+            f"an LLM is named as 'provider/model': {bare[0]!r}"
+            if bare
+            else f"the recording's tools are {sorted(tools)}, its models {sorted(models)}, "
+            f"and '*' or 'llm' name all calls or all LLM calls"
+        )
+        warn_once(
+            f"match_ignore key {key!r}",
+            f"match_ignore names {key!r}, which no call of the recording has, so it ignores "
+            f"nothing; {hint}",
+        )
+
+
 class ReplaySession:
     """One replay of a recorded run. Use as ``with replay(...) as session`` or ``async with``.
 
@@ -106,6 +129,8 @@ class ReplaySession:
             or {span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans},
         )
         self.controller.unfinished = unfinished_calls(self.bundle.run_span)
+        if options.match_ignore:
+            warn_unmatched_ignores(options.match_ignore, self.bundle.calls)
         if self.bundle.status == "interrupted":
             self.controller.end_at_interruption(inside_unfinished(self.bundle.run_span))
         self._save = options.save
