@@ -204,6 +204,41 @@ lookup = ["order_id"]
     assert [m.tier for m in replay.matched] == ["relaxed"]
 
 
+def test_a_case_that_passes_with_warnings_says_so_on_its_pass_line(
+    project: tuple[Path, str],
+) -> None:
+    """`sftrace test`: a case passed through a relaxed match is not shown like an exact
+    one: its PASS line counts the warnings, and each is listed."""
+    from click.testing import CliRunner
+
+    from sftrace._cli.main import cli
+    from sftrace._cli.regress import register
+
+    directory, module = project
+    (directory / "looks_up_another.py").write_text(
+        f"import {module} as base\n\n\ndef handle(request):\n"
+        f"    order = base.lookup('B-9')  # the recorded answer is A-1's\n"
+        f"    base.refund(order['order_id'])\n"
+        f"    return {{'decision': 'refunded', 'order_id': order['order_id']}}\n"
+    )
+    text = """
+entrypoint = "looks_up_another:handle"
+
+[[cases]]
+name = "relaxed"
+bundle = "bundles/late.sftrace"
+tiers = ["exact", "normalized", "relaxed"]
+[cases.match_ignore]
+lookup = ["order_id"]
+"""
+    register(cli)
+    result = CliRunner().invoke(cli, ["test", str(_suite(directory, text))])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("PASS  refunds::relaxed  0 errors, 1 warning (")
+    assert lines[1].strip().startswith("CALL_INPUT_RELAXED: ")
+
+
 BROKEN = [
     pytest.param("cases = 3", None, "no cases", id="no-cases"),
     pytest.param('nme = "x"\n[[cases]]\nname = "a"', None, "did you mean 'name'", id="suite-key"),

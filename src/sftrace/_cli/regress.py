@@ -249,12 +249,13 @@ def _run_suites(
 
 def _print_result(console: Console, result: CaseResult) -> None:
     word = _OUTCOME_WORDS[result.outcome]
-    # A failed case says how many findings it has: ``FAIL  refund-flow  1 error, 1 warning``.
-    counts = (
-        f" {result.report.counts_text()} "
-        if result.outcome == "failed" and result.report is not None
-        else ""
-    )
+    # A failed case says how many findings it has: ``FAIL  refund-flow  1 error, 1 warning``;
+    # a case that passed with warnings (a relaxed match) names them, and each one.
+    report = result.report
+    warnings = report.by_severity(Severity.WARNING) if report is not None else []
+    counts = ""
+    if report is not None and (result.outcome == "failed" or warnings):
+        counts = f" {report.counts_text()} "
     console.print(
         Text.assemble(
             (word, _OUTCOME_STYLES[result.outcome]),
@@ -263,8 +264,7 @@ def _print_result(console: Console, result: CaseResult) -> None:
             (f"({result.duration_s:.2f}s)", "dim"),
         )
     )
-    if result.outcome == "failed" and result.report is not None:
-        report = result.report
+    if result.outcome == "failed" and report is not None:
         for finding in report.by_severity(Severity.ERROR):
             console.print(Text(f"      {finding.code.value}: {finding.message}", style="red"))
             for line in report.difference_lines(finding):
@@ -274,6 +274,9 @@ def _print_result(console: Console, result: CaseResult) -> None:
         if report.divergence and not shown:
             first = report.divergence.strip().splitlines()[0]
             console.print(Text(f"      first divergence: {first}", style="red"))
+    elif result.outcome == "passed":
+        for finding in warnings:
+            console.print(Text(f"      {finding.code.value}: {finding.message}", style="yellow"))
     elif result.outcome == "error":
         console.print(Text(f"      {one_line(result.error or '')}", style="magenta"))
 
