@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from regress_helpers import DENIED, invoke, record_agent, record_steps, tool, write_agent
+from regress_helpers import DENIED, invoke, llm, record_agent, record_steps, tool, write_agent
 from sftrace._regress.pytest_export import literal
 
 pytest_plugins = ["pytester"]
@@ -329,3 +329,36 @@ def test_export_match_unordered_for_an_agent_whose_concurrent_calls_vary(
         text = (pytester.path / "test_racy.py").read_text()
         assert ('match="unordered"' in text) == (match == "unordered")
         _run(pytester).assert_outcomes(**outcome)
+
+
+def test_export_replay_options_let_the_test_follow_a_fix(pytester: pytest.Pytester) -> None:
+    """A fix that rewords the prompt and adds a policy check: exported with --match-ignore
+    and --on-miss live --allow-live-tool, the test replays with those options and passes;
+    exported without them it diverges. Bad options are refused before anything is
+    written."""
+    steps = [tool("lookup", {"days": 45}, order_id="A-1"), llm("m-1", {"ok": True}, q="refund?")]
+    bundle = record_steps(pytester.path / "run.sftrace", steps, output={"done": True})
+    (pytester.path / "fixed_agent.py").write_text(
+        "from regress_helpers import llm, play, tool\n\n"
+        "def fixed():\n"
+        '    steps = [tool("lookup", {"days": 45}, order_id="A-1"),\n'
+        '             tool("policy", {"allowed": False}, days=45),\n'
+        '             llm("m-1", {"ok": True}, q="may I refund order A-1?")]\n'
+        '    return play(steps, {"done": True})\n'
+    )
+    base = ["export", bundle, "--pytest", "-e", "fixed_agent:fixed", "-o", "test_fix.py"]
+    tolerant = ["--match-ignore", "llm=$.q", "--on-miss", "live", "--allow-live-tool", "policy"]
+    exported = invoke(*base, *tolerant)
+    assert exported.exit_code == 0, exported.output
+    text = (pytester.path / "test_fix.py").read_text()
+    assert 'match_ignore={"llm": ["$.q"]}' in text
+    assert 'on_miss="live"' in text
+    assert 'allow_live_tools=["policy"]' in text
+    ast.parse(text)
+    _run(pytester).assert_outcomes(passed=1)
+    exported = invoke(*base, "--overwrite")
+    assert exported.exit_code == 0, exported.output
+    _run(pytester).assert_outcomes(failed=1)
+    refused = invoke(*base, "--overwrite", "--tiers", "exact", "--match-ignore", "llm=$.q")
+    assert refused.exit_code == 2
+    assert "match_ignore is given but tiers" in refused.output

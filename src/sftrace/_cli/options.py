@@ -52,6 +52,49 @@ MATCH_OPTION = click.option(
 )
 
 
+# What a replay may run for real, and how tolerant its matching is: replay and export.
+LIVE_LLM_OPTION = click.option(
+    "--live-llm",
+    "live_llms",
+    multiple=True,
+    metavar="PROVIDER/MODEL",
+    help="Call this model for real: in hybrid mode, and with --on-miss live the only "
+    "models that may run (repeatable).",
+)
+ALLOW_LIVE_TOOL_OPTION = click.option(
+    "--allow-live-tool",
+    "allow_live_tools",
+    multiple=True,
+    metavar="NAME",
+    help="Let this tool run for real: in live mode, and with --on-miss live; '*' for all "
+    "(repeatable).",
+)
+TIERS_OPTION = click.option(
+    "--tiers",
+    metavar="TIER,...",
+    help="Match tiers tried in order, from exact, normalized, relaxed (default "
+    "exact,normalized, plus relaxed with --match-ignore); 'exact' turns tolerance off.",
+)
+MATCH_IGNORE_OPTION = click.option(
+    "--match-ignore",
+    "match_ignore",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="In the relaxed tier, ignore this input path for the tool NAME, for LLM calls "
+    "('llm' or PROVIDER/MODEL) or for every call ('*'); repeatable.",
+)
+ON_MISS_OPTION = click.option(
+    "--on-miss",
+    "on_miss",
+    type=click.Choice(["error", "live"]),
+    default="error",
+    show_default=True,
+    help="live: a call no recorded call matches runs for real (LLM calls, or only the "
+    "--live-llm models; tools only if named by --allow-live-tool, '*' for all) instead of "
+    "diverging.",
+)
+
+
 def expectation_file_options(*, output_help: str, trajectory_help: str) -> Callable[[F], F]:
     """``--expect-output FILE`` and ``--expect-trajectory FILE`` (the files
     ``expectations_from_files`` reads), with what each means to the command."""

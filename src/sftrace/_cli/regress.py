@@ -19,7 +19,17 @@ from rich.text import Text
 
 from sftrace._bundle.load import load_bundle
 from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, EXIT_OK, bad_input_policy
-from sftrace._cli.options import MATCH_OPTION, expectation_file_options
+from sftrace._cli.options import (
+    ALLOW_LIVE_TOOL_OPTION,
+    LIVE_LLM_OPTION,
+    MATCH_IGNORE_OPTION,
+    MATCH_OPTION,
+    ON_MISS_OPTION,
+    TIERS_OPTION,
+    expectation_file_options,
+    parse_match_ignore_option,
+    parse_tiers_option,
+)
 from sftrace._cli.output import echo, human_console, printable
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
@@ -308,6 +318,11 @@ def _print_result(console: Console, result: CaseResult) -> None:
 )
 @click.option("--overwrite", is_flag=True, help="Replace the test module if it exists.")
 @MATCH_OPTION
+@TIERS_OPTION
+@MATCH_IGNORE_OPTION
+@ON_MISS_OPTION
+@ALLOW_LIVE_TOOL_OPTION
+@LIVE_LLM_OPTION
 def export_command(
     bundle: Path,
     as_pytest: bool,
@@ -317,6 +332,11 @@ def export_command(
     output: Path | None,
     overwrite: bool,
     match: str,
+    tiers: str | None,
+    match_ignore: tuple[str, ...],
+    on_miss: str,
+    allow_live_tools: tuple[str, ...],
+    live_llms: tuple[str, ...],
 ) -> None:
     """Turn a recorded run (BUNDLE) into a regression test.
 
@@ -335,6 +355,11 @@ def export_command(
             output=output,
             overwrite=overwrite,
             match=match,
+            tiers=parse_tiers_option(tiers),
+            match_ignore=parse_match_ignore_option(match_ignore),
+            on_miss=on_miss,
+            allow_live_tools=allow_live_tools,
+            live_llms=live_llms,
         )
     echo(f"wrote {written}")
     if expect_output is None and expect_trajectory is None:

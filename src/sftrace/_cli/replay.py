@@ -20,9 +20,14 @@ from sftrace._bundle.writer import check_bundle_target
 from sftrace._cli.bundle import missing_content
 from sftrace._cli.main import EXIT_CHANGED, EXIT_OK, bad_input_policy
 from sftrace._cli.options import (
+    ALLOW_LIVE_TOOL_OPTION,
     ENTRYPOINT_OPTION,
     JSON_OPTION,
+    LIVE_LLM_OPTION,
+    MATCH_IGNORE_OPTION,
     MATCH_OPTION,
+    ON_MISS_OPTION,
+    TIERS_OPTION,
     agent_stdout,
     parse_match_ignore_option,
     parse_tiers_option,
@@ -51,50 +56,18 @@ def register(group: click.Group) -> None:
     help="frozen: answer every call from the recording; live: run LLM calls (and the tools "
     "named by --allow-live-tool) for real; hybrid: run only the --live-llm models for real.",
 )
-@click.option(
-    "--live-llm",
-    "live_llms",
-    multiple=True,
-    metavar="PROVIDER/MODEL",
-    help="In hybrid mode, call this model for real (repeatable).",
-)
-@click.option(
-    "--allow-live-tool",
-    "allow_live_tools",
-    multiple=True,
-    metavar="NAME",
-    help="In live mode, let this tool run for real (repeatable).",
-)
+@LIVE_LLM_OPTION
+@ALLOW_LIVE_TOOL_OPTION
 @MATCH_OPTION
-@click.option(
-    "--tiers",
-    metavar="TIER,...",
-    help="Match tiers tried in order, from exact, normalized, relaxed (default "
-    "exact,normalized, plus relaxed with --match-ignore); 'exact' turns tolerance off.",
-)
-@click.option(
-    "--match-ignore",
-    "match_ignore",
-    multiple=True,
-    metavar="NAME=PATH",
-    help="In the relaxed tier, ignore this input path for the tool NAME, for LLM calls "
-    "('llm' or PROVIDER/MODEL) or for every call ('*'); repeatable.",
-)
-@click.option(
-    "--on-miss",
-    "on_miss",
-    type=click.Choice(["error", "live"]),
-    default="error",
-    show_default=True,
-    help="live: a call no recorded call matches runs for real (LLM calls, or only the "
-    "--live-llm models; tools only if named by --allow-live-tool, '*' for all) instead of "
-    "diverging. With --save, the combined run is a refreshed bundle.",
-)
+@TIERS_OPTION
+@MATCH_IGNORE_OPTION
+@ON_MISS_OPTION
 @click.option(
     "--save",
     type=click.Path(path_type=Path),
     metavar="PATH",
-    help="Also write the replayed run as a bundle at PATH.",
+    help="Also write the replayed run as a bundle at PATH (with --on-miss live: a "
+    "refreshed bundle that replays frozen); a replay that diverged is not saved.",
 )
 @click.option("--overwrite", is_flag=True, help="With --save, replace an existing bundle.")
 @click.option(

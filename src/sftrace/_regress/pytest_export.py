@@ -23,6 +23,7 @@ import keyword
 import os
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,6 +34,7 @@ from sftrace._errors import ConfigError
 from sftrace._model.policy import MatchMode
 from sftrace._model.text import first_line
 from sftrace._regress.expectations import Expectations, expectations_from_files
+from sftrace._replay.options import ReplayOptions
 from sftrace._replay.run import resolve_entrypoint
 
 _ENTRYPOINT: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -48,6 +50,11 @@ def export_pytest(
     output: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     match: MatchMode | str = MatchMode.STRICT,
+    tiers: Iterable[str] | None = None,
+    match_ignore: Mapping[str, Iterable[str]] | None = None,
+    on_miss: str = "error",
+    allow_live_tools: Iterable[str] | None = None,
+    live_llms: Iterable[str] | None = None,
 ) -> Path:
     """Write a pytest module replaying ``bundle`` against ``entrypoint``; return its path.
 
@@ -56,9 +63,20 @@ def export_pytest(
     the module to write (default ``test_<bundle name>.py`` in the working directory);
     an existing file is replaced only with ``overwrite``. ``match``: how the test's replay
     pairs calls (``"strict"`` already accepts any order among calls the recording shows
-    were concurrent; ``"unordered"`` accepts any order at all).
+    were concurrent; ``"unordered"`` accepts any order at all). ``tiers``,
+    ``match_ignore``, ``on_miss``, ``allow_live_tools`` and ``live_llms``: as
+    ``sftrace.replay_run`` takes them, so the test follows a fix that rewords a prompt or
+    adds a call; they are written into the test's replay call.
     """
     parsed_match = MatchMode.parse(match, parameter="match")
+    replay_options = _replay_options(
+        match=parsed_match,
+        tiers=tiers,
+        match_ignore=match_ignore,
+        on_miss=on_miss,
+        allow_live_tools=allow_live_tools,
+        live_llms=live_llms,
+    )
     bundle_path = Path(bundle)
     recorded = load_bundle(bundle_path)
     if not isinstance(entrypoint, str) or not _ENTRYPOINT.match(entrypoint):
@@ -88,12 +106,39 @@ def export_pytest(
         ),
         recorded_failed=failure is not None,
         match=parsed_match,
+        replay_options=replay_options,
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     partial.write_text(source, encoding="utf-8")
     os.replace(partial, target)
     return target
+
+
+def _replay_options(
+    *,
+    match: MatchMode,
+    tiers: Iterable[str] | None,
+    match_ignore: Mapping[str, Iterable[str]] | None,
+    on_miss: str,
+    allow_live_tools: Iterable[str] | None,
+    live_llms: Iterable[str] | None,
+) -> dict[str, Any]:
+    """The replay options the test passes besides ``match``, as JSON-like values; checked
+    now (``ConfigError``), as the replay would check them."""
+    options: dict[str, Any] = {}
+    if tiers is not None:
+        options["tiers"] = list(tiers)
+    if match_ignore:
+        options["match_ignore"] = {key: list(paths) for key, paths in match_ignore.items()}
+    if on_miss != "error":
+        options["on_miss"] = on_miss
+    if allow_live_tools:
+        options["allow_live_tools"] = list(allow_live_tools)
+    if live_llms:
+        options["live_llms"] = list(live_llms)
+    ReplayOptions.build(match=match, **options)
+    return options
 
 
 def _import_root(entrypoint: str) -> Path:
@@ -126,6 +171,7 @@ def render_module(
     recorded: str,
     recorded_failed: bool,
     match: MatchMode = MatchMode.STRICT,
+    replay_options: Mapping[str, Any] | None = None,
 ) -> str:
     """The text of the test module."""
     if expectations is None and recorded_failed:
@@ -171,9 +217,7 @@ def render_module(
         "",
         "",
         f"def {test_name}(sftrace_replay):",
-        "    result = sftrace_replay(BUNDLE, ENTRYPOINT)"
-        if match is MatchMode.STRICT
-        else f"    result = sftrace_replay(BUNDLE, ENTRYPOINT, match={_string(match.value)})",
+        *_replay_call(match, replay_options or {}),
     ]
     if expectations is None:
         lines.append("    assert_same_as_recorded(result)")
@@ -183,6 +227,19 @@ def render_module(
         lines.extend(f"        {key}={value}," for key, value in arguments)
         lines.append("    )")
     return "\n".join(lines) + "\n"
+
+
+def _replay_call(match: MatchMode, options: Mapping[str, Any]) -> list[str]:
+    """The test's ``sftrace_replay(...)`` line(s), with the options that are not defaults."""
+    arguments = [] if match is MatchMode.STRICT else [("match", _string(match.value))]
+    arguments += [(key, literal(value, 8)) for key, value in options.items()]
+    one_line = ", ".join(f"{key}={value}" for key, value in arguments)
+    call = f"    result = sftrace_replay(BUNDLE, ENTRYPOINT{', ' if one_line else ''}{one_line})"
+    if len(call) <= _WIDTH and "\n" not in call:
+        return [call]
+    lines = ["    result = sftrace_replay(", "        BUNDLE,", "        ENTRYPOINT,"]
+    lines += [f"        {key}={value}," for key, value in arguments]
+    return [*lines, "    )"]
 
 
 def literal(value: Any, indent: int) -> str:
