@@ -32,6 +32,8 @@ from sftrace import (
     trace_tool,
 )
 from sftrace._model.attributes import REDACTIONS
+from sftrace._model.markers import unmarked
+from sftrace._record.redaction import KnownSecrets
 
 
 @pytest.fixture
@@ -156,6 +158,34 @@ def test_a_bare_value_ends_at_an_ampersand_only_before_the_next_parameter(
         Redactor().redact_json(orjson.dumps({"note": text}).decode())[0]
         == orjson.dumps({"note": expected}).decode()
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("login(password=x99secretA)", "login(password=[REDACTED:secret_assignment])"),
+        ("(pw=x99secretA). next", "(pw=[REDACTED:secret_assignment]). next"),
+        ("token=ab)cd)ef rest", "token=[REDACTED:secret_assignment] rest"),
+        ("password=Tr0ub)4dor rest", "password=[REDACTED:secret_assignment] rest"),
+    ],
+)
+def test_a_bare_value_ends_at_a_closing_parenthesis_that_closes_it(
+    text: str, expected: str
+) -> None:
+    """ "(password=x99secretA)": the ')' closes the parenthesis, not the password. Taking it
+    made the rule's text differ by one character from the same secret redacted as known
+    (``known_secret`` leaves the ')'), so an unchanged agent diverged where one run had
+    learned the secret and the other had not. A ')' inside the value stays in it."""
+    assert Redactor().redact_text(text)[0] == expected
+
+
+def test_a_secret_in_parentheses_is_redacted_alike_by_its_rule_and_as_known() -> None:
+    by_rule = Redactor().redact_text("login(password=x99secretA)")[0]
+    known = KnownSecrets()
+    known.add("x99secretA")
+    as_known = Redactor().redact_text("login(password=x99secretA)", known=known)[0]
+    assert by_rule == "login(password=[REDACTED:secret_assignment])"
+    assert unmarked(as_known) == unmarked(by_rule)
 
 
 def test_empty_and_flag_values_of_sensitive_keys_are_kept() -> None:

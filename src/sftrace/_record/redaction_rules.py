@@ -77,10 +77,14 @@ _UNREDACTED = r"(?!(?:(?:bearer|basic|token)\s+)?\[REDACTED:)"
 # The value after "name=" or "--name ": quoted (whole, up to the closing quote, escapes
 # and spaces included) or a bare word, which an "&" ends only where a query string's
 # next "name=" follows (a password "Tr0ub4dor&3-horse" is one value).
+# A bare value ends at whitespace, a quote, a separator, an '&' before the next
+# "name=", and a ')' that closes it rather than belongs to it (one followed by the end,
+# whitespace or punctuation: "(password=x99)." keeps "x99", "pw=a)b" keeps "a)b").
 _VALUE = (
     r"(?P<q>\\?[\"'])?" + _UNREDACTED + r"(?:(?:bearer|basic|token)\s+)?"
     r"(?P<secret>(?(q)(?:(?!(?P=q))(?:\\.|[^\n\\]))+"
-    r"|(?:[^\s\"',;&}\]]|&(?![A-Za-z_][A-Za-z0-9_.\[\]-]*=))+))"
+    r"|(?:[^\s\"',;&})\]]|&(?![A-Za-z_][A-Za-z0-9_.\[\]-]*=)"
+    r"|\)(?![\s.,;:!?)\]}\"']|$))+))"
 )
 
 
