@@ -161,6 +161,25 @@ def test_junit_xml_is_written(suite: tuple[Path, str], tmp_path: Path) -> None:
     assert "EXPECTATION_FAILED" in (failure.text or "")
 
 
+def test_junit_xml_names_a_suite_that_could_not_be_loaded(
+    suite: tuple[Path, str], tmp_path: Path
+) -> None:
+    """An invalid suite stops the run (exit 2), and the JUnit report says why instead of
+    being missing (or left stale from an earlier run) where CI looks for it."""
+    broken = suite[0].with_name("broken.sftrace-suite.toml")
+    broken.write_text('entrypoint = "x:y"\n[[cases]]\nnme = "typo"\n')
+    target = tmp_path / "junit.xml"
+    target.write_text("<stale/>")
+    result = invoke("test", suite[0], broken, "--junit-xml", target)
+    assert result.exit_code == 2
+    root = ET.parse(target).getroot()
+    assert (root.tag, root.get("tests"), root.get("errors")) == ("testsuites", "1", "1")
+    error = root.find("testsuite/testcase/error")
+    assert error is not None
+    assert error.get("type") == "invalid-suite"
+    assert "broken.sftrace-suite.toml" in (error.get("message") or "")
+
+
 def test_json_results(suite: tuple[Path, str]) -> None:
     """--json prints the results document on stdout and the summary on stderr."""
     result = invoke("test", suite[0], "--json")

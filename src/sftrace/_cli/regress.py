@@ -185,21 +185,21 @@ def test_command(
         )
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
     loaded: list[Suite] = []
-    broken = False
+    invalid: dict[Path, str] = {}
     for path in paths:
         try:
             loaded.append(load_suite(path))
         except SftraceError as exc:
-            broken = True
-            stderr.print(Text(f"sftrace: error: {one_line(str(exc))}"))
-    if broken:
+            invalid[path] = one_line(str(exc))
+            stderr.print(Text(f"sftrace: error: {invalid[path]}"))
+    if invalid:
+        if junit_path is not None:  # CI reads the report: it says why nothing ran
+            _write_junit(junit_path, [], invalid)
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
     results = _run_suites(loaded, entrypoint, agent_version, as_json, stderr)
     summary = summary_line(results)
     if junit_path is not None:
-        with bad_input_policy():
-            junit_path.parent.mkdir(parents=True, exist_ok=True)
-            junit_xml(results).write(junit_path, encoding="utf-8", xml_declaration=True)
+        _write_junit(junit_path, results)
     if html_path is not None:
         write_suite_pages(html_path, results, err=as_json)
     if as_json:
@@ -223,6 +223,14 @@ def test_command(
     if any(result.outcome == "failed" for result in results):
         raise click.exceptions.Exit(EXIT_CHANGED)
     raise click.exceptions.Exit(EXIT_OK)
+
+
+def _write_junit(
+    path: Path, results: list[CaseResult], invalid: dict[Path, str] | None = None
+) -> None:
+    with bad_input_policy():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        junit_xml(results, invalid).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def _run_suites(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from sftrace._model.text import pluralize
@@ -25,8 +25,13 @@ def summary_line(results: Iterable[CaseResult]) -> str:
     return line
 
 
-def junit_xml(results: Iterable[CaseResult]) -> ET.ElementTree:
-    """A JUnit XML document: one ``testsuite`` per suite file, one ``testcase`` per case."""
+def junit_xml(
+    results: Iterable[CaseResult], invalid: Mapping[Path, str] | None = None
+) -> ET.ElementTree:
+    """A JUnit XML document: one ``testsuite`` per suite file, one ``testcase`` per case;
+    a suite file that could not be loaded (``invalid``: its path -> why) is a
+    ``testsuite`` of one ``testcase`` with an ``error``, so CI shows it rather than a
+    missing or stale report."""
     by_suite: dict[Path, list[CaseResult]] = {}
     for result in results:
         by_suite.setdefault(result.case.suite_path, []).append(result)
@@ -53,6 +58,30 @@ def junit_xml(results: Iterable[CaseResult]) -> ET.ElementTree:
         totals["failures"] += failures
         totals["errors"] += errors
         totals["time"] += elapsed
+    for suite_path, reason in (invalid or {}).items():
+        suite_element = ET.SubElement(
+            root,
+            "testsuite",
+            name=suite_path.name,
+            tests="1",
+            failures="0",
+            errors="1",
+            skipped="0",
+            time="0.000",
+            file=str(suite_path),
+        )
+        case_element = ET.SubElement(
+            suite_element,
+            "testcase",
+            classname=suite_path.name,
+            name="load suite",
+            file=str(suite_path),
+            time="0.000",
+        )
+        error = ET.SubElement(case_element, "error", message=reason, type="invalid-suite")
+        error.text = reason
+        totals["tests"] += 1
+        totals["errors"] += 1
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("errors", str(totals["errors"]))
