@@ -112,6 +112,19 @@ def refund_all(customer: str) -> dict[str, Any]:
     return {"refunded": [issue_refund(o["id"])["refunded"] for o in orders if o["refundable"]]}
 
 
+def refund_fixed(customer: str) -> dict[str, Any]:
+    """The fix: a final-sale order is never refunded (it reads ``final_sale``, which the
+    buggy agent never did)."""
+    orders = lookup_orders(customer)
+    return {
+        "refunded": [
+            issue_refund(o["id"])["refunded"]
+            for o in orders
+            if o["refundable"] and not o["final_sale"]
+        ]
+    }
+
+
 def record_refunds(path: Path) -> Path:
     with record("refunds", output=path, run_input="c-1") as session:
         session.set_output(refund_all("c-1"))

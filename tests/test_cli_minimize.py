@@ -70,6 +70,33 @@ def test_expectation_files_minimize_a_run_that_completed_wrongly(tmp_path: Path)
     assert len(lookup.output) == 1
 
 
+def test_keep_passing_keeps_what_the_fixed_agent_reads(tmp_path: Path) -> None:
+    bundle = agents.record_refunds(tmp_path / "refunds.sftrace")
+    (tmp_path / "trajectory.toml").write_text('not_called = ["issue_refund"]\n')
+    result = minimize_cli(
+        bundle,
+        "-e",
+        "minimize_agents:refund_all",
+        "-o",
+        tmp_path / "small.sftrace",
+        "--expect-trajectory",
+        tmp_path / "trajectory.toml",
+        "--keep-passing",
+        "minimize_agents:refund_fixed",
+    )
+    assert result.exit_code == 0, result.output
+    assert "and the fixed agent passes on it" in result.stdout
+    (lookup, _) = load_bundle(tmp_path / "small.sftrace").calls
+    assert lookup.output[0]["final_sale"] is True
+    refused = minimize_cli(
+        bundle, "-e", "minimize_agents:refund_all", "-o", tmp_path / "other.sftrace",
+        "--expect-trajectory", tmp_path / "trajectory.toml",
+        "--keep-passing", "minimize_agents:refund_all",
+    )  # fmt: skip
+    assert refused.exit_code == 2
+    assert "on the recorded run it does not pass" in refused.output
+
+
 def test_max_replays_stops_early_and_says_so(failing: Path, tmp_path: Path) -> None:
     result = minimize_cli(
         failing, "-e", ENTRYPOINT, "-o", tmp_path / "s.sftrace", "--max-replays", "4"

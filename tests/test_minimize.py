@@ -217,6 +217,56 @@ def test_a_run_that_behaved_wrongly_minimizes_against_its_unmet_expectations(
     assert [call.name for call in result.bundle.calls] == ["lookup_orders", "issue_refund"]
 
 
+def test_keep_passing_keeps_what_the_fix_reads(tmp_path: Path) -> None:
+    """Minimized against the buggy agent alone, the order loses ``final_sale`` (the bug
+    never reads it), and the fixed agent fails on the small bundle with KeyError. With
+    keep_passing the fixed agent must pass on every kept shrink: ``final_sale`` stays, and
+    the small bundle carries the fix's regression test."""
+    flights.record_refunds(tmp_path / "r.sftrace")
+    expect = Expectations(output={"refunded": []}, not_called=["issue_refund"])
+    plain = minimize(
+        tmp_path / "r.sftrace", flights.refund_all, output=tmp_path / "plain.sftrace", expect=expect
+    )
+    assert plain.fixed_passes is None
+    fixed_on_plain = replay_run(plain.path, flights.refund_fixed)
+    assert isinstance(fixed_on_plain.error, KeyError)
+    kept = minimize(
+        tmp_path / "r.sftrace",
+        flights.refund_all,
+        output=tmp_path / "kept.sftrace",
+        expect=expect,
+        keep_passing=flights.refund_fixed,
+    )
+    assert kept.verified
+    assert kept.fixed_passes is True
+    (order,) = output_of(kept.path, "lookup_orders")
+    assert order["final_sale"] is True
+    assert "total" not in order  # what neither agent reads still goes
+    fixed = replay_run(kept.path, flights.refund_fixed)
+    assert (fixed.status, fixed.divergence, fixed.output) == ("completed", None, {"refunded": []})
+
+
+def test_keep_passing_needs_an_agent_that_passes_on_the_recorded_run(tmp_path: Path) -> None:
+    flights.record_refunds(tmp_path / "r.sftrace")
+    with pytest.raises(ConfigError, match="on the recorded run it does not pass"):
+        minimize(
+            tmp_path / "r.sftrace",
+            flights.refund_all,
+            output=tmp_path / "small.sftrace",
+            expect=Expectations(not_called=["issue_refund"]),
+            keep_passing=flights.refund_all,  # the buggy agent itself
+        )
+    with pytest.raises(ConfigError, match="max_replays must be at least 5"):
+        minimize(
+            tmp_path / "r.sftrace",
+            flights.refund_all,
+            output=tmp_path / "small.sftrace",
+            expect=Expectations(not_called=["issue_refund"]),
+            keep_passing=flights.refund_fixed,
+            max_replays=4,
+        )
+
+
 def test_a_run_that_meets_the_expectations_is_refused(tmp_path: Path) -> None:
     flights.record_refunds(tmp_path / "r.sftrace")
     with pytest.raises(ReplayError, match="meets every expectation"):

@@ -49,6 +49,12 @@ def register(group: click.Group) -> None:
     "expectations must stay unmet.",
 )
 @click.option(
+    "--keep-passing",
+    metavar="MODULE:FUNCTION",
+    help="The fixed agent's entrypoint: keep only shrinks on which it still passes, so the "
+    "minimized bundle holds what the fix reads and can carry the fix's regression test.",
+)
+@click.option(
     "--max-replays",
     type=int,
     default=500,
@@ -63,6 +69,7 @@ def minimize_command(
     expect_output: Path | None,
     expect_trajectory: Path | None,
     max_replays: int,
+    keep_passing: str | None,
 ) -> None:
     """Shrink the recorded outputs of BUNDLE (list items, object members, string
     lengths) while a frozen replay against the entrypoint still reproduces the recorded
@@ -87,6 +94,7 @@ def minimize_command(
                 expect_trajectory=expect_trajectory,
                 max_replays=max_replays,
                 progress=bar,
+                keep_passing=keep_passing,
             )
         except BaseException:
             bar.finish(done=False)
@@ -164,9 +172,19 @@ def _print_report(result: MinimizeResult) -> None:
             )
         )
     echo(f"wrote {result.path}")
-    if result.verified:
+    if result.fixed_passes is False:
+        console.print(Text("but the fixed agent (--keep-passing) does not pass on it", "bold red"))
+    elif result.verified and result.fixed_passes:
+        console.print(
+            Text(
+                "a strict frozen replay of it reproduces the failure, and the fixed agent "
+                "passes on it",
+                "bold green",
+            )
+        )
+    elif result.verified:
         console.print(Text("a strict frozen replay of it reproduces the failure", "bold green"))
-    else:
+    if not result.verified and result.fixed_passes is not False:
         console.print(
             Text(
                 "but a strict frozen replay of it did not reproduce the failure: does the "

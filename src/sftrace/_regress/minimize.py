@@ -11,6 +11,11 @@ candidates are replayed with calls matched by kind and name in order, whatever t
 input (``match="unordered"``, ``match_ignore={"*": ["$"]}``). The smallest candidate is
 then replayed once more with ``save=``: the saved bundle holds the inputs the agent made
 with the shrunk outputs, so it replays strictly, which a last strict frozen replay checks.
+
+With ``keep_passing`` (the fixed agent's entrypoint), a candidate is kept only when the
+fixed agent, replayed on it the same way, still passes too: the minimized bundle keeps
+what the fix reads (the ``days`` it now checks), so it can carry the regression test of
+the fix, not only the failure.
 """
 
 from __future__ import annotations
@@ -32,10 +37,13 @@ from sftrace._errors import ConfigError, ReplayError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.policy import ReplayPolicy
+from sftrace._model.text import first_line
+from sftrace._regress.compare import compare
 from sftrace._regress.expectations import (
     Expectations,
     expectations_from_files,
 )
+from sftrace._regress.findings import Severity
 from sftrace._regress.reproduction import Signature, check_reproduced, describe, signature
 from sftrace._regress.shrink import Shrinker
 from sftrace._replay.options import ManualHandler, ReplayOptions
@@ -52,8 +60,11 @@ __all__ = ["MinimizeProgress", "MinimizeResult", "aminimize", "minimize"]
 
 # The first replay (does the failure reproduce?), the one that saves, the strict check.
 FIXED_REPLAYS: Final = 3
-# A replay the minimization asks its driver (sync or async) to run, and the whole of it.
-Replay = tuple[Bundle, ReplayOptions]
+# With keep_passing: the fixed agent on the recorded bundle, and on the minimized one.
+KEEP_PASSING_REPLAYS: Final = 2
+# A replay the minimization asks its driver (sync or async) to run, and the whole of it:
+# the bundle, the options, and whether the fixed agent (keep_passing) is the one to run.
+Replay = tuple[Bundle, ReplayOptions, bool]
 Steps = Generator[Replay, ReplayResult, "MinimizeResult"]
 
 
@@ -74,8 +85,10 @@ class MinimizeResult:
     ``replays`` counts every replay run (at most ``max_replays``); ``complete`` says the
     shrinking stopped because nothing more could be removed, not because the replays
     ran out. ``verified``: a strict frozen replay of the minimized bundle reproduced the
-    failure. ``reproduces`` says what was reproduced. ``sizes`` has, for each call of the
-    minimized bundle, its label and the bytes of its recorded output before and after.
+    failure, and with ``keep_passing``, the fixed agent passes on it (``fixed_passes``;
+    None without ``keep_passing``). ``reproduces`` says what was reproduced. ``sizes``
+    has, for each call of the minimized bundle, its label and the bytes of its recorded
+    output before and after.
     """
 
     path: Path
@@ -90,6 +103,7 @@ class MinimizeResult:
     output_bytes_before: int
     output_bytes_after: int
     sizes: tuple[tuple[str, int, int], ...]
+    fixed_passes: bool | None = None
 
 
 def minimize(
@@ -105,6 +119,7 @@ def minimize(
     progress: Callable[[MinimizeProgress], None] | None = None,
     manual: ManualHandler | None = None,
     agent_version: str | None = None,
+    keep_passing: str | Entrypoint | None = None,
 ) -> MinimizeResult:
     """Shrink the recorded outputs of ``bundle`` while a frozen replay against
     ``entrypoint`` still reproduces its failure; write the result at ``output``.
@@ -117,9 +132,14 @@ def minimize(
     characters; numbers stay. Deterministic; at most ``max_replays`` replays in all
     (the first, the one that saves and a last strict check among them). ``progress`` is
     called after each replay. ``manual`` and ``agent_version`` as in ``replay_run``.
+    ``keep_passing``: the fixed agent's entrypoint; a shrink is kept only when it also
+    passes (completes without diverging, and meets the expectations when given), so the
+    minimized bundle still holds what the fix reads (two more replays, and one per kept
+    shrink).
 
-    Raises ``ConfigError`` for bad arguments or a run that neither failed nor is given
-    expectations, and ``ReplayError`` when the first replay does not reproduce the failure.
+    Raises ``ConfigError`` for bad arguments, a run that neither failed nor is given
+    expectations, or a ``keep_passing`` agent that does not pass on the recorded run, and
+    ``ReplayError`` when the first replay does not reproduce the failure.
     """
     target, steps = _steps(
         bundle,
@@ -133,10 +153,11 @@ def minimize(
         progress=progress,
         manual=manual,
         agent_version=agent_version,
+        keep_passing=keep_passing,
     )
     step = _step(steps, None)
     while not isinstance(step, MinimizeResult):
-        step = _step(steps, run_replay(step[0], target, step[1]))
+        step = _step(steps, run_replay(step[0], target[step[2]], step[1]))
     return step
 
 
@@ -153,6 +174,7 @@ async def aminimize(
     progress: Callable[[MinimizeProgress], None] | None = None,
     manual: ManualHandler | None = None,
     agent_version: str | None = None,
+    keep_passing: str | Entrypoint | None = None,
 ) -> MinimizeResult:
     """The async twin of :func:`minimize`: an async entrypoint is awaited in this loop."""
     target, steps = _steps(
@@ -167,10 +189,11 @@ async def aminimize(
         progress=progress,
         manual=manual,
         agent_version=agent_version,
+        keep_passing=keep_passing,
     )
     step = _step(steps, None)
     while not isinstance(step, MinimizeResult):
-        step = _step(steps, await arun_replay(step[0], target, step[1]))
+        step = _step(steps, await arun_replay(step[0], target[step[2]], step[1]))
     return step
 
 
@@ -197,10 +220,14 @@ def _steps(
     progress: Callable[[MinimizeProgress], None] | None,
     manual: ManualHandler | None,
     agent_version: str | None,
-) -> tuple[Entrypoint, Steps]:
+    keep_passing: str | Entrypoint | None,
+) -> tuple[dict[bool, Entrypoint], Steps]:
     """Check the arguments of ``minimize`` (all of them, as given: no defaults here to
-    drift from the twins'); the minimization, as replays to run."""
-    target = resolve_entrypoint(entrypoint)
+    drift from the twins'); the entrypoints (the agent's, under False; the fixed one's,
+    under True) and the minimization, as replays to run."""
+    targets = {False: resolve_entrypoint(entrypoint)}
+    if keep_passing is not None:
+        targets[True] = resolve_entrypoint(keep_passing)
     recorded = as_bundle(bundle)
     if expect is not None and (expect_output is not None or expect_trajectory is not None):
         raise ConfigError(
@@ -220,10 +247,12 @@ def _steps(
         )
     if not isinstance(max_replays, int) or isinstance(max_replays, bool):
         raise ConfigError(f"max_replays must be an integer, got {max_replays!r}")
-    if max_replays < FIXED_REPLAYS:
+    fixed = KEEP_PASSING_REPLAYS if keep_passing is not None else 0
+    if max_replays < FIXED_REPLAYS + fixed:
         raise ConfigError(
-            f"max_replays must be at least {FIXED_REPLAYS} (the first replay, the one that "
-            f"saves, and the strict check), got {max_replays}"
+            f"max_replays must be at least {FIXED_REPLAYS + fixed} (the first replay, the "
+            f"one that saves, the strict check{', and the fixed agent twice' if fixed else ''}"
+            f"), got {max_replays}"
         )
     path = Path(output)
     check_bundle_target(path, overwrite=overwrite, purpose="write the minimized bundle")
@@ -233,8 +262,10 @@ def _steps(
         manual=manual,
         agent_version=agent_version,
     )
-    minimization = _Minimization(recorded, options, expect, max_replays, progress)
-    return target, minimization.steps(path, overwrite)
+    minimization = _Minimization(
+        recorded, options, expect, max_replays, progress, keep_passing=keep_passing is not None
+    )
+    return targets, minimization.steps(path, overwrite)
 
 
 class _Minimization:
@@ -247,8 +278,11 @@ class _Minimization:
         expect: Expectations | None,
         max_replays: int,
         progress: Callable[[MinimizeProgress], None] | None,
+        *,
+        keep_passing: bool = False,
     ) -> None:
         self.recorded = recorded
+        self.keep_passing = keep_passing
         self.options = options
         self.expect = expect
         self.max_replays = max_replays
@@ -268,6 +302,16 @@ class _Minimization:
         wanted = check_reproduced(
             self.recorded, first, signature(self.recorded, first, self.expect), self.expect
         )
+        if self.keep_passing:
+            fixed = yield from self._replay(self.recorded, self.options, fixed=True)
+            problem = self._fails(fixed)
+            if problem is not None:
+                raise ConfigError(
+                    f"cannot minimize run {self.recorded.run_id} keeping the fixed agent "
+                    f"passing: on the recorded run it does not pass ({problem}); keep_passing "
+                    f"(--keep-passing) needs the entrypoint of the agent with the fix, which "
+                    f"completes (and meets the expectations given) on that run"
+                )
         values, complete = yield from self._shrink(wanted, self._used(first))
         save = dataclasses.replace(
             self.options, save=path, overwrite=overwrite, derived_from={"how": "minimize"}
@@ -280,11 +324,16 @@ class _Minimization:
             manual=self.options.manual, agent_version=self.options.agent_version
         )
         check = yield from self._replay(minimized, strict)
+        fixed_passes: bool | None = None
+        if self.keep_passing:
+            fixed_check = yield from self._replay(minimized, self.options, fixed=True)
+            fixed_passes = self._fails(fixed_check) is None
         before = self.sizes_before
         verified = (
             signature(self.recorded, saved, self.expect) == wanted
             and signature(self.recorded, check, self.expect) == wanted
             and not check.unused
+            and fixed_passes is not False
         )
         return MinimizeResult(
             path=saved.saved_path,
@@ -302,6 +351,7 @@ class _Minimization:
                 (call.label, before.get(matched.recorded.seq, 0), _size(call.output_json))
                 for call, matched in zip(minimized.calls, saved.matched, strict=False)
             ),
+            fixed_passes=fixed_passes,
         )
 
     # -- shrinking -----------------------------------------------------------------------
@@ -312,7 +362,10 @@ class _Minimization:
         shrinker = Shrinker(self.original, used)
         seen: dict[bytes, bool] = {}  # digest of a candidate tried -> whether it was kept
         proposals = shrinker.proposals()
-        budget = self.max_replays - FIXED_REPLAYS + 1  # the first replay is spent already
+        # The first replay (and the fixed agent's first) are spent already.
+        budget = self.max_replays - FIXED_REPLAYS + 1
+        if self.keep_passing:
+            budget -= KEEP_PASSING_REPLAYS - 1
         try:
             candidate = next(proposals)
             while True:
@@ -322,8 +375,15 @@ class _Minimization:
                 if accepted is None:
                     if self.replays >= budget:
                         return shrinker.values, False
-                    result = yield from self._replay(self._candidate(candidate), self.options)
-                    accepted = seen[key] = signature(self.recorded, result, self.expect) == wanted
+                    bundle = self._candidate(candidate)
+                    result = yield from self._replay(bundle, self.options)
+                    accepted = signature(self.recorded, result, self.expect) == wanted
+                    if accepted and self.keep_passing and self.replays < budget:
+                        fixed = yield from self._replay(bundle, self.options, fixed=True)
+                        accepted = self._fails(fixed) is None
+                    elif accepted and self.keep_passing:
+                        return shrinker.values, False  # no replay left to check the fix
+                    seen[key] = accepted
                     if accepted:
                         shrinker.used = self._used(result)
                         self.output_bytes = self._reached_bytes(result, candidate)
@@ -359,10 +419,28 @@ class _Minimization:
         )
 
     # -- replaying and judging ---------------------------------------------------------
+    def _fails(self, result: ReplayResult) -> str | None:
+        """Why the fixed agent's replay ``result`` does not pass, None when it does: it
+        must not diverge, and must complete and meet the expectations (when given)."""
+        if result.divergence is not None:
+            return f"the replay diverged: {str(result.divergence).splitlines()[0]}"
+        if self.expect is not None:
+            report = compare(self.recorded, result, expect=self.expect)
+            if not report.passed:
+                errors = report.by_severity(Severity.ERROR)
+                return errors[0].message.splitlines()[0] if errors else report.summary()
+            return None
+        if result.status != "completed":
+            error = result.error
+            return f"it {result.status}" + (
+                f" with {type(error).__name__}: {first_line(str(error))}" if error else ""
+            )
+        return None
+
     def _replay(
-        self, bundle: Bundle, options: ReplayOptions
+        self, bundle: Bundle, options: ReplayOptions, *, fixed: bool = False
     ) -> Generator[Replay, ReplayResult, ReplayResult]:
-        result = yield (bundle, options)
+        result = yield (bundle, options, fixed)
         self.replays += 1
         self._report()
         return result
