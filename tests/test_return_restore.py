@@ -130,3 +130,29 @@ def test_a_result_that_does_not_validate_is_returned_as_recorded_with_one_line(
     assert "wants_user" in logged.getMessage()
     assert "answers with the recorded JSON (ValidationError" in logged.getMessage()
     assert "\n" not in logged.getMessage()
+
+
+def test_an_annotation_that_cannot_be_resolved_is_named_in_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A class imported only under TYPE_CHECKING: the replay cannot rebuild it and hands
+    back the JSON; it says so once, naming the annotation and what to do, instead of the
+    agent failing later with "'dict' object has no attribute 'price'"."""
+    namespace: dict[str, Any] = {}
+    exec(  # a module written with from __future__ import annotations
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from shop import Quote\n"
+        "def get_quote() -> Quote:\n"
+        "    return {'price': 3}\n",
+        namespace,
+    )
+    tool = trace_tool(namespace["get_quote"])
+    bundle, _ = recorded(tmp_path / "q.sftrace", tool)
+    with caplog.at_level(logging.WARNING, logger="sftrace"), replay(bundle):
+        assert tool() == {"price": 3}
+    [message] = [r.getMessage() for r in caplog.records if "cannot be resolved" in r.getMessage()]
+    assert "'Quote'" in message
+    assert "NameError" in message
+    assert "TYPE_CHECKING" in message

@@ -13,6 +13,7 @@ import orjson
 from sftrace._internal import log_once, warn_once
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer
+from sftrace._model.text import first_line
 from sftrace._record.boundary import BoundarySpec, Restore, call_async, call_sync
 from sftrace._record.run import current_run
 from sftrace._record.unrecorded import recordable_input
@@ -174,6 +175,10 @@ def _described(func: Callable[..., Any]) -> str:
     return qualname if isinstance(qualname, str) else default_tool_name(func)
 
 
+# The same, as the text of a string annotation (``from __future__ import annotations``).
+_PLAIN_RETURN_NAMES: frozenset[str] = frozenset(
+    {"Any", "None", "object", "dict", "list", "str", "int", "float", "bool", "typing.Any"}
+)
 _PLAIN_RETURNS: frozenset[Any] = frozenset(
     {inspect.Signature.empty, Any, None, type(None), object, dict, list, str, int, float, bool}
 )
@@ -216,12 +221,22 @@ def return_restorer(func: Callable[..., Any]) -> Restore:
 def _build_restorer(func: Callable[..., Any]) -> Restore:
     try:
         annotation = typing.get_type_hints(func).get("return", inspect.Signature.empty)
-    except Exception:
+    except Exception as exc:
         try:
             annotation = inspect.signature(func).return_annotation
         except (ValueError, TypeError):  # no inspectable signature (a builtin)
             return _identity
         if isinstance(annotation, str):
+            if annotation.strip() not in _PLAIN_RETURN_NAMES:
+                warn_once(
+                    f"resolving the return annotation of {_described(func)}",
+                    f"the return annotation of {_described(func)}, {annotation!r}, cannot be "
+                    f"resolved ({type(exc).__name__}: {first_line(str(exc))}), so its replay "
+                    f"returns the recorded JSON as it is (a dict for a model) instead of "
+                    f"that type; import the names it uses where the function is defined "
+                    f"(not only under TYPE_CHECKING)",
+                    exc,
+                )
             return _identity
     return type_restorer(annotation, f"the return type of {_described(func)}")
 
