@@ -19,7 +19,9 @@ per cause and reported as ``SpanExportResult.FAILURE``; ``shutdown`` is idempote
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +84,14 @@ class BundleSpanExporter(SpanExporter):
         self._last = threading.local()
         self._lock = threading.Lock()
         self._shutdown = False
+        _exporters.add(self)
+
+    def _forget_runs(self) -> None:
+        """In a forked child: the runs being journaled are the parent's (their journal
+        offsets are the parent's to keep); this process writes none of them."""
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._runs = {}
+        self._outcomes = {}
 
     # -- registration by record() ------------------------------------------------------
     def begin_run(
@@ -258,6 +268,20 @@ class BundleSpanExporter(SpanExporter):
                 if run.final_path is not None:
                     self._outcomes[context.trace_id] = run.outcome
                 run.writer.close()
+
+
+# Every exporter, so that a forked child forgets the parent's runs in each (see
+# ``_forget_runs``): without it a child's spans went into the parent's journal, and the
+# parent's bundle, written from the offsets it knew, was unreadable.
+_exporters: weakref.WeakSet[BundleSpanExporter] = weakref.WeakSet()
+
+
+def _forget_runs_in_child() -> None:
+    for exporter in list(_exporters):
+        exporter._forget_runs()
+
+
+os.register_at_fork(after_in_child=_forget_runs_in_child)
 
 
 def _journal_error(run: _Run, exc: BaseException) -> BaseException:

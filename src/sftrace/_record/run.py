@@ -11,6 +11,7 @@ is logged once.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 import traceback
@@ -63,6 +64,7 @@ class ActiveRun:
         )
         self.replay = replay
         self.closed = False
+        self.fork_warned = False  # see _warn_before_fork
         # seq -> the BoundarySpec of each call started and not yet ended (see exit_run),
         # and those still running when the run ended
         self.open_calls: dict[int, Any] = {}
@@ -130,6 +132,37 @@ def own_span_context(span: Span, context: Context | None = None) -> Context:
 
 _active: list[ActiveRun] = []
 _active_lock = threading.Lock()
+
+
+def _warn_before_fork() -> None:
+    """In a process about to fork while runs are active (``multiprocessing`` with the
+    fork start method): say once per run that the child's calls are not the run's."""
+    for run in list(_active):
+        if not run.fork_warned:
+            run.fork_warned = True
+            logger.warning(
+                "sftrace: the process forked while run %s was %s (multiprocessing with "
+                "the 'fork' start method?): calls made in the child process are not "
+                "recorded%s. Run that work in threads, or record in the child process",
+                run.run_id,
+                "replaying" if run.replay is not None else "recording",
+                " and run for real, not answered from the recording"
+                if run.replay is not None
+                else ", and a replay runs them for real",
+            )
+
+
+def _forget_runs_in_child() -> None:
+    """In a forked child: the parent's runs are not this process's. Its calls run as
+    outside any run (a child writing into the parent's journal corrupted its bundle)."""
+    global _active_lock
+    _active_lock = threading.Lock()  # another thread may have held it at the fork
+    for run in _active:
+        run.closed = True  # the copy the child's contexts still hold
+    _active.clear()
+
+
+os.register_at_fork(before=_warn_before_fork, after_in_child=_forget_runs_in_child)
 
 
 def current_run() -> ActiveRun | None:
