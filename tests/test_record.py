@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -674,3 +675,37 @@ def test_a_callable_object_whose_return_type_cannot_be_restored_replays(tmp_path
         assert isinstance(fetch("a"), _Opaque)
     with sftrace.replay(path):
         assert trace_tool(_Fetch(), serializer=lambda value: "opaque")("a") == "opaque"
+
+
+def test_a_record_nested_in_a_recording_says_a_replay_of_the_outer_run_will_diverge(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The inner block's calls go to the inner bundle; a replay of the outer run (in which
+    the inner record() writes nothing) reaches them and diverges. Said once, at the time
+    the problem is made, naming the run."""
+
+    @trace_tool
+    def step(i: int) -> int:
+        return i
+
+    def outer() -> int:
+        step(0)
+        for index in range(2):
+            with record("inner", output=tmp_path / f"inner{index}.sftrace"):
+                step(5)
+        return step(9)
+
+    with (
+        caplog.at_level(logging.WARNING, logger="sftrace"),
+        record("outer", output=tmp_path / "outer.sftrace") as session,
+    ):
+        session.set_output(outer())
+    warnings = [
+        r.getMessage() for r in caplog.records if "started inside the recording" in r.getMessage()
+    ]
+    assert len(warnings) == 1
+    assert session.run_id in warnings[0]
+    assert "will reach those calls and diverge" in warnings[0]
+    assert [c.input for c in load_bundle(tmp_path / "outer.sftrace").calls] == [{"i": 0}, {"i": 9}]
+    result = sftrace.replay_run(tmp_path / "outer.sftrace", outer)
+    assert result.status == "diverged"  # as the warning said

@@ -65,6 +65,7 @@ class ActiveRun:
         self.replay = replay
         self.closed = False
         self.fork_warned = False  # see _warn_before_fork
+        self.nesting_warned = False  # a record() was started inside this recording
         # seq -> the BoundarySpec of each call started and not yet ended (see exit_run),
         # and those still running when the run ended
         self.open_calls: dict[int, Any] = {}

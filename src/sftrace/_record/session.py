@@ -16,7 +16,7 @@ from sftrace._bundle.manifest import run_identity, utc_iso
 from sftrace._bundle.names import new_run_id, safe_file_stem
 from sftrace._bundle.writer import check_bundle_target
 from sftrace._errors import BundleError, ConfigError
-from sftrace._internal import internal_error, log_once
+from sftrace._internal import internal_error, log_once, logger
 from sftrace._model import attributes as A
 from sftrace._model.otlp_json import trace_id_hex
 from sftrace._model.policy import ReplayPolicy
@@ -247,6 +247,19 @@ class RecordingSession:
         if self._run is not None:
             raise ConfigError("a RecordingSession can be entered only once; call record() again")
         outer = context_run()
+        if outer is not None and outer.replay is None and not outer.nesting_warned:
+            outer.nesting_warned = True
+            logger.warning(
+                "sftrace: record(%r) started inside the recording of run %s: the calls of its "
+                "block go to its own bundle, not to run %s's. A replay of run %s answers "
+                "every call of its block (a record() inside a replay writes nothing), so it "
+                "will reach those calls and diverge. Record the outer run only, or keep the "
+                "two runs apart (not nested)",
+                self.agent_name,
+                outer.run_id,
+                outer.run_id,
+                outer.run_id,
+            )
         if outer is not None and outer.replay is not None:
             self._inert = True
             self._run = outer
