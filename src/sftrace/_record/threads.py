@@ -21,6 +21,7 @@ What changes for the host is as small as it can be:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import threading
 from collections.abc import Callable
@@ -78,6 +79,54 @@ def _bind(context: Context, func: Callable[..., Any]) -> Callable[..., Any]:
     return in_context
 
 
+def _is_context_run(func: Any) -> bool:
+    """Whether ``func`` is a ``contextvars.Context``'s bound ``run``."""
+    owner = getattr(func, "__self__", None)
+    return isinstance(owner, contextvars.Context) and getattr(func, "__name__", "") == "run"
+
+
+def _in_copied_context(
+    fn: Callable[..., Any], args: tuple[Any, ...], span_id: int
+) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """``fn(*args)``, marked as handed off where it runs in a context of its own.
+
+    ``asyncio.to_thread`` and context-copying pools (LangChain's, on which LangGraph
+    runs parallel branches, itself submitting ``ctx.run``) submit ``copy_context().run``
+    with the work, as a ``partial`` or as the callable, one inside the other: each copy,
+    taken before the hand-off, replaces the context ``_bind`` attaches, and with it the
+    hand-off mark, so strict replays of the unchanged agent diverged as its threads
+    raced. The mark is set again inside the innermost of them. Anything else is
+    returned as it is.
+    """
+    if _is_context_run(fn) and args:  # ctx.run(work, *rest)
+        work, rest = _innermost(args[0], args[1:], span_id)
+        return fn, (work, *rest)
+    if isinstance(fn, functools.partial) and _is_context_run(fn.func) and fn.args:
+        work, rest = _innermost(fn.args[0], fn.args[1:], span_id)
+        return functools.partial(fn.func, work, *rest, **fn.keywords), args
+    return fn, args
+
+
+def _innermost(
+    work: Callable[..., Any], rest: tuple[Any, ...], span_id: int
+) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The work of a ``ctx.run`` layer, marked in the innermost context it runs in."""
+    if _is_context_run(work) or (
+        isinstance(work, functools.partial) and _is_context_run(work.func)
+    ):
+        return _in_copied_context(work, rest, span_id)
+
+    @functools.wraps(work)
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        token = otel_context.attach(otel_context.set_value(HANDOFF_KEY, span_id))
+        try:
+            return work(*args, **kwargs)
+        finally:
+            otel_context.detach(token)
+
+    return marked, rest
+
+
 def _submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     original = _originals["submit"]
     if not _enabled:
@@ -85,6 +134,9 @@ def _submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **k
     context = _context_with_run()
     if context is None:
         return original(self, fn, *args, **kwargs)
+    handoff = context.get(HANDOFF_KEY)
+    if isinstance(handoff, int):
+        fn, args = _in_copied_context(fn, args, handoff)
     # The pool may start a worker thread now: it must not keep this context.
     _local.submitting = True
     try:
