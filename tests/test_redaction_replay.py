@@ -151,3 +151,39 @@ def test_unmarked() -> None:
     text = "no marker here"
     assert unmarked(text) is text
     assert normalize({"[REDACTED:a]": " [REDACTED:b] "}) == {"[REDACTED:]": "[REDACTED:]"}
+
+
+GITHUB = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7c"
+
+
+@trace_tool
+def call_api(url: str, headers: dict[str, str]) -> dict[str, bool]:
+    return {"ok": True}
+
+
+def header_agent(task: str) -> str:
+    from sftrace import llm_request
+
+    reply = llm_request(
+        provider="fake",
+        model="m-1",
+        input={"q": task},
+        call=lambda: {"text": f"sure, token {GITHUB} for x"},
+    )
+    call_api("https://api.github.com", headers={"Authorization": f"token {GITHUB}"})
+    return str(reply["text"])
+
+
+def test_an_authorization_value_is_learned_without_its_scheme_word(tmp_path: Path) -> None:
+    """The header's value is learned as the token alone: the run output (redacted when
+    the run ends, the token known by then) keeps "token" as the reply did, and the replay,
+    whose output holds the reply's marker, reproduces (markers of any rule are alike)."""
+    with record("header", output=tmp_path / "h.sftrace", run_input="q") as session:
+        session.set_output(header_agent("q"))
+    bundle = load_bundle(tmp_path / "h.sftrace")
+    assert GITHUB not in (tmp_path / "h.sftrace" / "spans.jsonl").read_text()
+    assert bundle.output == "sure, token [REDACTED:known_secret] for x"
+    result = replay_run(bundle, header_agent)
+    assert result.output == "sure, token [REDACTED:github_token] for x"
+    assert (result.status, result.divergence, result.reproduced) == ("completed", None, True)
+    assert compare(bundle, result).passed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -12,6 +13,10 @@ from sftrace._model.markers import MARKER_PREFIX
 
 def is_marker(value: Any) -> bool:
     return isinstance(value, str) and value.startswith(MARKER_PREFIX) and value.endswith("]")
+
+
+# The scheme word of an authorization value (``Authorization: Bearer <token>``).
+_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest)[ \t]+(?=\S{6})")
 
 
 class KnownSecrets:
@@ -34,8 +39,15 @@ class KnownSecrets:
         self._lock = threading.Lock()
 
     def add(self, value: str | int | float) -> bool:
-        """Remember ``value``; True when it was not known yet."""
+        """Remember ``value``; True when it was not known yet. Of an authorization value
+        (``Bearer <token>``, ``token <token>``) the credential is what is remembered: the
+        scheme word is no secret, and taking it along made text quoting the token
+        (``sure, token ghp_...``) redact differently from the same text where the token
+        was not learned yet (``sure, token [REDACTED:github_token]``)."""
         text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        scheme = _SCHEME.match(text)
+        if scheme is not None:
+            text = text[scheme.end() :]
         if len(text) < self.MIN_LENGTH or is_marker(text):
             return False
         # As it is, and as its repr() shows it (an error message quoting it with !r).

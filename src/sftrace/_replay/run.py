@@ -27,6 +27,7 @@ from sftrace._errors import (
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call, call_from_span, inner_calls
 from sftrace._model.display import repr_html
+from sftrace._model.markers import unmarked
 from sftrace._model.normalize import message_key
 from sftrace._model.otlp_json import encode_span
 from sftrace._model.policy import MatchMode, ReplayMode
@@ -182,8 +183,11 @@ class ReplayResult:
         return True
 
 
-def _canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+def _canonical(value: Any) -> str:
+    """``value`` as canonical JSON with its redaction markers unnamed (``unmarked``): a
+    replayed output holds the markers the recording's outputs hold, not always of the
+    rule that wrote the recorded one."""
+    return unmarked(orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode())
 
 
 def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
