@@ -229,10 +229,18 @@ class BoundaryCall:
         restore: Restore,
         result_text: ResultText | None = None,
         result_type: ResultType | None = None,
+        *,
+        held: bool = False,
     ) -> Any:
-        """The value a replay answers with instead of running the body (or raises)."""
+        """The value a replay answers with instead of running the body (or raises); an
+        answer from the recording waits for the calls that finished before it there
+        (``held``: the async twin did already)."""
         decision = self.decision
         assert decision is not None
+        if not held and decision.recorded is not None and self._from_recording(decision):
+            replay = self.run.replay
+            if replay is not None:
+                replay.hold_answer(decision.recorded)
         if decision.action is Action.RAISE:
             assert decision.error is not None
             raise decision.error
@@ -260,7 +268,21 @@ class BoundaryCall:
     ) -> Any:
         """:meth:`substitute` for an async call (see :meth:`await_recorded_cancellation`)."""
         await self.await_recorded_cancellation()
-        return self.substitute(restore, result_text, result_type)
+        decision = self.decision
+        replay = self.run.replay
+        if (
+            decision is not None
+            and decision.recorded is not None
+            and replay is not None
+            and self._from_recording(decision)
+        ):
+            await replay.ahold_answer(decision.recorded)
+        return self.substitute(restore, result_text, result_type, held=True)
+
+    @staticmethod
+    def _from_recording(decision: Decision) -> bool:
+        """Whether the call is answered with the recorded result or recorded failure."""
+        return decision.action is Action.RETURN or decision.recorded_failure
 
     def _restore_type(self, recorded: Call, value: Any, result_type: ResultType) -> Any:
         """``value`` (the recorded result) rebuilt as the class recorded of it, which the
@@ -520,6 +542,11 @@ class BoundaryCall:
         finally:
             self.span.end(end_time=end_time)
             self.run.open_calls.pop(self.seq, None)
+            decision = self.decision
+            if decision is not None and decision.recorded is not None:
+                replay = self.run.replay
+                if replay is not None:
+                    replay.answered(decision.recorded)
 
 
 def call_sync(

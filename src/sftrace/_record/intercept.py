@@ -124,3 +124,16 @@ class Interceptor(Protocol):
     def diverge(self, error: ReplayError) -> None:
         """Record that the replay diverged with ``error``."""
         ...
+
+    def hold_answer(self, recorded: Call) -> None:
+        """Before answering ``recorded`` from the recording: wait for the calls that ran
+        at the same time and ended before it (see ``_replay/completion.py``)."""
+        ...
+
+    async def ahold_answer(self, recorded: Call) -> None:
+        """:meth:`hold_answer` without blocking the event loop."""
+        ...
+
+    def answered(self, recorded: Call) -> None:
+        """The replayed call that took ``recorded`` has ended."""
+        ...

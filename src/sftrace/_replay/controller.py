@@ -37,6 +37,7 @@ from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._record.intercept import ANSWERED, Action, Decision, Reached
+from sftrace._replay.completion import completion_order
 from sftrace._replay.concurrency import concurrency_of
 from sftrace._replay.mismatch import (
     exhausted_error,
@@ -129,6 +130,8 @@ class ReplayController:
             if self.match is MatchMode.STRICT
             else None
         )
+        # For a recording whose calls overlapped: answers go out in the recorded end order.
+        self.completion = completion_order(calls, self._inner)
         self.reordered = 0  # calls a strict replay took before earlier concurrent ones
         # The reached number -> the replayed call's seq, where the two differ.
         self.replayed_seqs: dict[int, int] = {}
@@ -311,7 +314,22 @@ class ReplayController:
             if not self._used[inner]:
                 self._use(inner)
                 self.covered.append(self.calls[inner])
+                if self.completion is not None:
+                    self.completion.end(self.calls[inner])
             pending.extend(self._inner.get(inner, ()))
+
+    # -- answering in the recorded end order (see _replay/completion.py) ---------------
+    def hold_answer(self, recorded: Call) -> None:
+        if self.completion is not None:
+            self.completion.wait(recorded)
+
+    async def ahold_answer(self, recorded: Call) -> None:
+        if self.completion is not None:
+            await self.completion.await_(recorded)
+
+    def answered(self, recorded: Call) -> None:
+        if self.completion is not None:
+            self.completion.end(recorded)
 
     def diverge(self, error: ReplayError) -> None:
         with self.lock:

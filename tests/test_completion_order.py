@@ -1,0 +1,125 @@
+"""Concurrent calls are answered in the order the recording shows they finished.
+
+An agent that collects results as they finish (``asyncio.as_completed``,
+``concurrent.futures.as_completed``) is deterministic when its sources' durations are
+(here the slow one always finishes last), but a replay answering every call at once gave
+them in the order they were reached, and the unchanged agent diverged most of the time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sftrace import load_bundle, record, replay_run, trace_tool
+from sftrace._model.calls import Call
+from sftrace._replay.completion import completion_order, wait_bound
+
+DELAY = {"slow": 0.06, "medium": 0.03, "fast": 0.0}
+SOURCES = ("slow", "medium", "fast")
+
+
+@trace_tool
+async def search(source: str) -> str:
+    await asyncio.sleep(DELAY[source])
+    return f"hits from {source}"
+
+
+@trace_tool
+def search_sync(source: str) -> str:
+    time.sleep(DELAY[source])
+    return f"hits from {source}"
+
+
+@trace_tool
+def summarize(text: str) -> str:
+    return f"summary of {text}"
+
+
+def async_agent(task: str, sources: tuple[str, ...] = SOURCES) -> str:
+    async def main() -> str:
+        found = [await done for done in asyncio.as_completed([search(s) for s in sources])]
+        return summarize(" ; ".join(found))
+
+    return asyncio.run(main())
+
+
+def thread_agent(task: str) -> str:
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(search_sync, source) for source in SOURCES]
+        found = [future.result() for future in as_completed(futures)]
+    return summarize(" ; ".join(found))
+
+
+def hedged_agent(task: str) -> str:
+    """Ask every source, keep the first answer, cancel the rest."""
+
+    async def main() -> str:
+        tasks = [asyncio.ensure_future(search(source)) for source in SOURCES]
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        return summarize(next(iter(done)).result())
+
+    return asyncio.run(main())
+
+
+def _recorded(tmp_path: Path, agent: Any) -> Path:
+    path = tmp_path / "order.sftrace"
+    with record("order", output=path, run_input="t") as session:
+        session.set_output(agent("t"))
+    return path
+
+
+@pytest.mark.parametrize("match", ["strict", "unordered"])
+@pytest.mark.parametrize("agent", [async_agent, thread_agent, hedged_agent])
+def test_results_collected_as_they_finish_come_in_the_recorded_order(
+    agent: Any, match: str, tmp_path: Path
+) -> None:
+    path = _recorded(tmp_path, agent)
+    recorded = load_bundle(path)
+    for _ in range(5):
+        result = replay_run(recorded, agent, match=match)
+        assert (result.status, result.divergence, result.reproduced) == ("completed", None, True)
+        assert result.output == recorded.output
+
+
+def test_a_call_that_is_never_reached_holds_the_others_no_longer_than_the_bound(
+    tmp_path: Path,
+) -> None:
+    """The changed agent drops the fast source: the calls that waited for it answer
+    after at most their bound, and the replay says what changed."""
+    path = _recorded(tmp_path, async_agent)
+    started = time.monotonic()
+    result = replay_run(path, lambda task: async_agent(task, ("slow", "medium")))
+    elapsed = time.monotonic() - started
+    assert not result.reproduced
+    assert elapsed < 2 * max(wait_bound(call) for call in load_bundle(path).calls)
+
+
+def _call(seq: int, start: int, end: int) -> Call:
+    return Call(
+        seq, "tool", f"t{seq}", None, "{}", "null", None, "frozen", f"s{seq}", None, start, end
+    )
+
+
+def test_waits_go_from_later_ends_to_earlier_ones_among_overlapping_calls_only() -> None:
+    calls = [
+        _call(1, 0, 100),  # overlaps 2 and 3, ends last
+        _call(2, 10, 40),
+        _call(3, 20, 30),  # ends first
+        _call(4, 200, 210),  # after them all: waits for nothing
+    ]
+    order = completion_order(calls, {})
+    assert order is not None
+    assert order.waits == {0: (1, 2), 1: (2,)}
+    sequential = [_call(1, 0, 10), _call(2, 20, 30), _call(3, 40, 50)]
+    assert completion_order(sequential, {}) is None
+    nested = [_call(1, 0, 100), _call(2, 10, 20)]  # call 2 inside call 1
+    assert completion_order(nested, {0: [1]}) is None
