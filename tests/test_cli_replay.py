@@ -302,6 +302,7 @@ def test_json_document(bundle: tuple[Path, str]) -> None:
         "matched",
         "match_counts",
         "unused",
+        "covered",
         "divergence",
         "recording_end",
         "saved_path",

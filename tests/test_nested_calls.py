@@ -181,3 +181,28 @@ def test_expectations_count_the_calls_made_inside_a_covered_call(
     assert case.outcome == "failed"
     assert case.report is not None
     assert "expected 'price' not to be called" in case.report.format()
+
+
+def test_the_replay_report_counts_the_covered_calls(project: tuple[Path, Any]) -> None:
+    """`sftrace replay` says how many recorded calls were covered (text and --json), so
+    its counts add up: recorded = matched + unused + covered."""
+    import json
+
+    from click.testing import CliRunner
+
+    from sftrace._cli.main import cli
+    from sftrace._cli.replay import register
+
+    bundle, _ = project
+    register(cli)
+    text = CliRunner().invoke(cli, ["replay", str(bundle), "-e", "nested_agent:checkout"])
+    assert text.exit_code == 0, text.output
+    assert "2 recorded calls inside calls answered from the recording" in text.output
+    document = CliRunner().invoke(
+        cli, ["replay", str(bundle), "-e", "nested_agent:checkout", "--json"]
+    )
+    parsed = json.loads(document.stdout)
+    assert [call["name"] for call in parsed["covered"]] == ["price", "price"]
+    assert parsed["recorded"]["calls"] == len(parsed["matched"]) + len(parsed["unused"]) + len(
+        parsed["covered"]
+    )

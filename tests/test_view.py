@@ -247,7 +247,7 @@ def test_replay_page_marks_each_call_with_the_replays_action(refund_agent: str) 
     """Recorded and replayed calls side by side; each recorded call carries what the replay
     did with it (an unreached one is 'unused'); run-level findings stay on the run row."""
     result = sftrace.replay_run(OUTSIDE, refund_agent)
-    payload, _ = page_data(render_html(result))
+    payload, values = page_data(render_html(result))
     rows = payload["rows"]
     assert [row.get("act") for row in rows] == [None, "substituted", "substituted", "unused"]
     assert [row.get("tier") for row in rows] == [None, "exact", "exact", None]
@@ -257,6 +257,10 @@ def test_replay_page_marks_each_call_with_the_replays_action(refund_agent: str) 
     run_codes = {payload["findings"][i]["code"] for i in rows[0]["f"]}
     assert "OUTPUT_VALUE_CHANGED" in run_codes
     assert payload["facts"]["replay status"] == "completed"
+    assert payload["facts"]["covered recorded calls"] == 0
+    recorded_input = sftrace.load_bundle(OUTSIDE).run_input
+    # the run row shows each run's input (it said "none" on comparison pages)
+    assert values[rows[0]["b"]["in"]] == values[rows[0]["c"]["in"]] == recorded_input
 
 
 def test_replay_page_shows_a_match_tier_when_the_replay_has_one(refund_agent: str) -> None:

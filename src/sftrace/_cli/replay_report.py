@@ -102,6 +102,11 @@ def replay_document(
             }
             for call in result.unused
         ],
+        # Recorded inside calls answered from the recording: not reached, not missing.
+        "covered": [
+            {"seq": call.seq, "kind": call.kind, "name": call.name, "provider": call.provider}
+            for call in result.covered
+        ],
         "divergence": None if divergence is None else _divergence_document(divergence),
         "recording_end": None
         if result.recording_end is None
@@ -176,6 +181,15 @@ def print_report(
     if not result.matched:
         console.print(Text("  no recorded call was matched", style="dim"))
     print_unused(console, result.unused, "unused recorded calls")
+    if result.covered:
+        covered = len(result.covered)
+        console.print(
+            Text(
+                f"{pluralize(covered, 'recorded call')} inside calls answered from the "
+                f"recording (covered: made by them, not reached again)",
+                style="dim",
+            )
+        )
     print_outcome(console, result)
     if result.saved_path is not None:
         console.print(f"saved the replayed run: {result.saved_path}")

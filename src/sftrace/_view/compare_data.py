@@ -119,6 +119,8 @@ def build_compare(
     baseline_output: tuple[bool, Any] = (False, None),
     candidate_output: tuple[bool, Any] = (False, None),
     actions: dict[int, tuple[str, str | None]] | None = None,
+    baseline_input: tuple[bool, Any] = (False, None),
+    candidate_input: tuple[bool, Any] = (False, None),
 ) -> dict[str, Any]:
     """The payload of a comparison page: the report's alignment rows (as ``diff``
     aligned the calls), each with its findings; the first row is the run itself.
@@ -129,7 +131,14 @@ def build_compare(
         {call.seq: call for call in baseline_calls or ()},
         {call.seq: call for call in candidate_calls or ()},
     )
-    rows: list[dict[str, Any]] = [_run_sides(report, values, baseline_output, candidate_output)]
+    rows: list[dict[str, Any]] = [
+        _run_sides(
+            report,
+            values,
+            (baseline_input, baseline_output),
+            (candidate_input, candidate_output),
+        )
+    ]
     for aligned in report.alignment:
         row: dict[str, Any] = {"st": aligned.status, "f": []}
         for side, ref, by_number in (
@@ -194,19 +203,24 @@ def _mark_action(
         row["tier"] = tier
 
 
+Given = tuple[bool, Any]  # (whether there is one, the value)
+
+
 def _run_sides(
     report: Report,
     values: Values,
-    baseline_output: tuple[bool, Any],
-    candidate_output: tuple[bool, Any],
+    baseline: tuple[Given, Given],
+    candidate: tuple[Given, Given],
 ) -> dict[str, Any]:
-    """The first row of a comparison: each run's status, failure and output."""
+    """The first row of a comparison: each run's status, failure, input and output."""
     row: dict[str, Any] = {"st": "run", "f": []}
-    for side, summary, (has_output, output) in (
-        ("b", report.baseline, baseline_output),
-        ("c", report.candidate, candidate_output),
+    for side, summary, ((has_input, run_input), (has_output, output)) in (
+        ("b", report.baseline, baseline),
+        ("c", report.candidate, candidate),
     ):
         row[side] = {"label": "run", "status": summary.status, "failure": summary.failure}
+        if has_input:
+            row[side]["in"] = values.add(run_input)
         if has_output:
             row[side]["out"] = values.add(output)
     return row

@@ -131,12 +131,20 @@ def render_comparison(
         baseline_output=(base.has_output, base.output),
         candidate_output=(cand.has_output, cand.output),
         actions=_actions(candidate) if isinstance(candidate, ReplayResult) else None,
+        baseline_input=_run_input(baseline),
+        candidate_input=_run_input(candidate),
     )
     if facts:
         payload["facts"] = facts
     if title is None:
         title = f"{report.baseline.source} vs {report.candidate.source}"
     return _page(payload, values, title)
+
+
+def _run_input(run: Bundle | ReplayResult) -> tuple[bool, Any]:
+    """Whether a run had an input, and which (a replay's is its recording's)."""
+    bundle = run.bundle if isinstance(run, ReplayResult) else run
+    return bundle.has_run_input, bundle.run_input
 
 
 def render_replay(
@@ -153,6 +161,7 @@ def render_replay(
         "replay status": result.status,
         "reproduced": result.reproduced,
         "unused recorded calls": len(result.unused),
+        "covered recorded calls": len(result.covered),
         **(facts or {}),
     }
     return render_comparison(
