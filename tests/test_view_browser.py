@@ -108,6 +108,30 @@ def test_hostile_strings_run_no_script_and_add_no_element(browser: Any, tmp_path
         assert HOSTILE_OUTPUT.replace('"', '\\"') in page.locator(".right").inner_text()
 
 
+def test_bidi_overrides_are_shown_as_escapes_not_obeyed(browser: Any, tmp_path: Path) -> None:
+    """A file name "invoice\u202egpj.exe" must not read as a .jpg: format characters are
+    shown as escapes in values, long texts and names, as the CLI shows them."""
+
+    @sftrace.trace_tool(name="attach\u202efdp.exe")
+    def attach(name: str) -> str:
+        return "invoice\u202egpj.exe"
+
+    bundle = tmp_path / "bidi.sftrace"
+    with sftrace.record("bidi", output=bundle):
+        attach("report\u2066x\u2069.pdf")
+    path = write_page(tmp_path / "bidi.html", render_html(bundle))
+    with open_page(browser, path) as loaded:
+        page = loaded.page
+        page.locator(".vp .row", has=page.locator(".k-tool")).click()
+        text = page.locator("body").inner_text()
+        assert "\u202e" not in text  # none of them obeyed
+        assert "\u2066" not in text
+        assert '"invoice\\u202egpj.exe"' in text
+        assert "report\\u2066x\\u2069.pdf" in text
+        assert "attach\\u202efdp.exe" in text
+        assert loaded.errors == []
+
+
 def test_a_one_megabyte_output_is_collapsed_until_asked(browser: Any, tmp_path: Path) -> None:
     bundle = big_bundle(3, output_bytes=1_000_000)
     path = write_page(tmp_path / "large.html", render_html(bundle))

@@ -10,7 +10,6 @@ output (``--json``) is escaped by JSON itself and does not come through here.
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 import click
@@ -18,32 +17,9 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-__all__ = ["SafeConsole", "echo", "human_console", "printable"]
+from sftrace._model.text import printable
 
-# Control and format characters, line and paragraph separators, surrogates, private use.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
-_KEPT = frozenset("\n\t")
-
-
-def printable(text: str) -> str:
-    """``text`` with every character a terminal would act on written as an escape."""
-    if text.isprintable():
-        return text
-    return "".join(
-        _escape(char)
-        if char not in _KEPT and unicodedata.category(char) in _UNSAFE_CATEGORIES
-        else char
-        for char in text
-    )
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
+__all__ = ["SafeConsole", "echo", "human_console"]
 
 
 def echo(message: Any = "", *, err: bool = False) -> None:

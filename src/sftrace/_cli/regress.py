@@ -30,10 +30,10 @@ from sftrace._cli.options import (
     parse_match_ignore_option,
     parse_tiers_option,
 )
-from sftrace._cli.output import echo, human_console, printable
+from sftrace._cli.output import echo, human_console
 from sftrace._cli.view import finish_page, html_option, write_suite_pages
 from sftrace._errors import ConfigError, SftraceError
-from sftrace._model.text import one_line
+from sftrace._model.text import one_line, printable
 from sftrace._record.manual import check_agent_version
 from sftrace._regress.compare import diff
 from sftrace._regress.findings import ComparisonPolicy, FindingCode, Report, Severity

@@ -10,6 +10,7 @@ they differ instead of the same prefix twice. (The OTLP exporter's byte cap with
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from typing import Any, Final
 
 import orjson
@@ -23,6 +24,7 @@ __all__ = [
     "one_line",
     "pluralize",
     "preview",
+    "printable",
     "repr_preview",
     "shorten",
     "show_pair",
@@ -180,3 +182,29 @@ def byte_size(count: int) -> str:
             return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1000
     return f"{size:.1f} GB"
+
+
+# Control and format characters, line and paragraph separators, surrogates, private use.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+_KEPT = frozenset("\n\t")
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on written as an escape."""
+    if text.isprintable():
+        return text
+    return "".join(
+        _escape(char)
+        if char not in _KEPT and unicodedata.category(char) in _UNSAFE_CATEGORIES
+        else char
+        for char in text
+    )
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"

@@ -21,6 +21,7 @@ from typing import Any, Final
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle
 from sftrace._errors import ConfigError
+from sftrace._model.text import printable
 from sftrace._regress.compare import compare, diff
 from sftrace._regress.findings import ComparisonPolicy, Report
 from sftrace._regress.runs import as_run
@@ -57,7 +58,7 @@ def _page(payload: dict[str, Any], values: Values, title: str) -> str:
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{html.escape(title)}</title>\n"
+        f"<title>{html.escape(printable(title))}</title>\n"
         f"<style>{_asset('view.css')}</style>\n"
         '</head>\n<body>\n<div id="app"><noscript>This report needs JavaScript.</noscript></div>\n'
         f'<script type="application/json" id="sftrace-data">{data}</script>\n'

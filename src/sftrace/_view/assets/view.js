@@ -12,10 +12,20 @@
   app.replaceChildren();
 
   // --- helpers -------------------------------------------------------------------------
+  // Characters that change how text around them is shown (bidirectional overrides and
+  // isolates, zero-width and other format characters, controls) are written as visible
+  // escapes: "invoice\u202egpj.exe" must not read as a .jpg. (JSON.stringify escapes
+  // the controls below U+0020 only.)
+  var HIDDEN = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+  function visible(text) {
+    return String(text).replace(HIDDEN, function (c) {
+      return "\\u" + ("000" + c.charCodeAt(0).toString(16)).slice(-4);
+    });
+  }
   function el(tag, cls, text) {
     var node = document.createElement(tag);
     if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (text !== undefined && text !== null) node.textContent = visible(text);
     return node;
   }
   function add(parent) {
@@ -45,7 +55,7 @@
   function fact(parent, label, text) {
     if (text === undefined || text === null || text === "") return;
     var item = el("span");
-    add(item, document.createTextNode(label + " "), el("b", null, text));
+    add(item, document.createTextNode(visible(label) + " "), el("b", null, text));
     parent.appendChild(item);
   }
   function kv(rows) {
@@ -61,10 +71,10 @@
   function longText(text, cls) {
     var box = el("div", cls || "pre");
     text = String(text);
-    if (text.length <= TEXT_LIMIT) { box.textContent = text; return box; }
-    box.textContent = text.slice(0, TEXT_LIMIT) + "…";
+    if (text.length <= TEXT_LIMIT) { box.textContent = visible(text); return box; }
+    box.textContent = visible(text.slice(0, TEXT_LIMIT)) + "…";
     var more = el("button", "more", "show all " + text.length + " characters");
-    more.addEventListener("click", function () { box.textContent = text; });
+    more.addEventListener("click", function () { box.textContent = visible(text); });
     var wrap = el("div");
     return add(wrap, box, more);
   }
@@ -110,11 +120,11 @@
       }
     } else if (typeof v === "string") {
       var span = el("span", "jv j-string");
-      if (v.length <= STR_LIMIT) span.textContent = JSON.stringify(v);
+      if (v.length <= STR_LIMIT) span.textContent = visible(JSON.stringify(v));
       else {
-        span.textContent = JSON.stringify(v.slice(0, STR_LIMIT)).slice(0, -1) + "…";
+        span.textContent = visible(JSON.stringify(v.slice(0, STR_LIMIT)).slice(0, -1)) + "…";
         var more = el("button", "more", "show all " + v.length + " characters");
-        more.addEventListener("click", function (event) { event.stopPropagation(); span.textContent = v; more.remove(); });
+        more.addEventListener("click", function (event) { event.stopPropagation(); span.textContent = visible(v); more.remove(); });
         line.appendChild(span); line.appendChild(more);
         parent.appendChild(node);
         return;
@@ -441,7 +451,7 @@
       var diffs = el("div", "diffs");
       f.diffs.forEach(function (d) {
         var line = el("div");
-        add(line, el("span", "path", d.path), document.createTextNode(d.ignored_by ? "  (ignored: " + d.ignored_by + ")" : ""));
+        add(line, el("span", "path", d.path), document.createTextNode(d.ignored_by ? "  (ignored: " + visible(d.ignored_by) + ")" : ""));
         if (d.window) line.appendChild(windowView(d.window));
         else {
           var pair = el("div", "win");
