@@ -52,6 +52,13 @@ class SafeConsole(Console):
         options.setdefault("markup", False)
         super().print(*(_safe(item, self) for item in objects), **options)
 
+    def on_broken_pipe(self) -> None:
+        """The output's reader went away (``sftrace inspect B | head``): the command's
+        handler ends it quietly, with the exit status every command gives then (rich's
+        own exits 1, which means "invalid or diverged" here)."""
+        self.quiet = True
+        raise BrokenPipeError
+
 
 def human_console(*, stderr: bool = False) -> SafeConsole:
     """The console for human output: no highlighting, long lines wrap at the terminal."""
