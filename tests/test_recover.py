@@ -634,3 +634,17 @@ def test_a_bundle_swapped_out_by_a_replacement_is_not_a_run_to_recover(tmp_path:
     with pytest.raises(BundleError, match="nothing to recover"):
         recover_bundle(old)
     assert load_bundle(old, allow_partial=True).agent_name == "old"
+
+
+def test_loading_the_path_of_a_run_that_never_finished_points_to_recover(
+    crashed: tuple[Path, sftrace.RecordingSession],
+) -> None:
+    """The bundle path of a killed run does not exist yet: the error says a recording to
+    it never finished and how to turn it into a bundle, not only "not found"."""
+    partial, _ = crashed
+    target = partial.parent / "trip.sftrace"
+    with pytest.raises(BundleError, match=r"never finished .*`sftrace recover .*trip.sftrace`"):
+        load_bundle(target)
+    with pytest.raises(BundleError, match="bundle not found") as plain:
+        load_bundle(partial.parent / "other.sftrace")
+    assert "recover" not in str(plain.value)

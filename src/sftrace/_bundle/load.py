@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 from sftrace._bundle.files import bundle_root
-from sftrace._bundle.partial import find_partial, read_partial
+from sftrace._bundle.partial import find_partial, read_partial, unfinished_recordings
 from sftrace._bundle.reader import Bundle, load_finished_bundle
+from sftrace._errors import BundleError
 
 
 def load_bundle(
@@ -38,4 +39,11 @@ def load_bundle(
         partial = find_partial(root)
         if partial is not None:
             return read_partial(partial).bundle()
+    if not root.exists() and unfinished_recordings(root):
+        raise BundleError(
+            f"bundle not found: {str(root)!r} does not exist, but a recording to it never "
+            f"finished (its process died or is still running): `sftrace recover "
+            f"{root}` turns what it left into a bundle",
+            path=str(root),
+        )
     return load_finished_bundle(root, verify_integrity=verify_integrity, eager=eager)
