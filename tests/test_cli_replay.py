@@ -279,6 +279,8 @@ def test_match_option(
     path, _ = bundle
     result = replay_cli(path, f"{write_agent(SWAPPED)}:run", "--match", match)
     assert result.exit_code == exit_code, result.output
+    # a divergence says how a fix that changed a call on purpose keeps replaying
+    assert ("--on-miss live runs calls the recording lacks" in result.output) == (exit_code == 1)
 
 
 def test_json_document(bundle: tuple[Path, str]) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import math
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -543,6 +544,23 @@ def test_replay_run_resolves_module_function_entrypoints(tmp_path: Path) -> None
         replay_run(bundle, "no_such_mod:run")
     with pytest.raises(ConfigError, match="has no attribute 'missing'"):
         replay_run(bundle, "sample_agents:missing")
+    (tmp_path / "broken_agent.py").write_text("import no_such_dependency\n")
+    (tmp_path / "raising_agent.py").write_text("raise RuntimeError('bad config')\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        # a module that exists but fails to import is not called missing
+        with pytest.raises(
+            ConfigError, match=r"No module named 'no_such_dependency'; the module itself raised"
+        ):
+            replay_run(bundle, "broken_agent:run")
+        with pytest.raises(
+            ConfigError, match=r"RuntimeError: bad config; the module itself raised"
+        ):
+            replay_run(bundle, "raising_agent:run")
+        with pytest.raises(ConfigError, match="check the name and that it is importable"):
+            replay_run(bundle, "no_such_mod:run")
+    finally:
+        sys.path.remove(str(tmp_path))
 
 
 def test_replay_run_awaits_async_entrypoints_also_inside_a_loop(tmp_path: Path) -> None:

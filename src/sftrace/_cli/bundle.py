@@ -185,7 +185,11 @@ def _header(bundle: Bundle) -> list[Text]:
         lines.append(
             Text.assemble(
                 "  failure: ",
-                (f"{failure.type or '?'}: {one_line(failure.message or '', PREVIEW_CHARS)}", "red"),
+                (
+                    f"{failure.type or '?'}"
+                    + (f": {one_line(failure.message, PREVIEW_CHARS)}" if failure.message else ""),
+                    "red",
+                ),
                 step,
             )
         )

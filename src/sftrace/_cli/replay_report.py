@@ -9,7 +9,7 @@ from rich.text import Text
 
 from sftrace._bundle.reader import Bundle
 from sftrace._cli.output import SafeConsole, human_console
-from sftrace._errors import SftraceError
+from sftrace._errors import ReplayExhaustedError, ReplayMismatchError, SftraceError
 from sftrace._model.calls import Call
 from sftrace._model.jsondiff import MISSING
 from sftrace._model.serialize import to_json
@@ -202,6 +202,17 @@ def print_report(
             )
         )
     console.print(_verdict_text(result, verdict))
+    if verdict == "diverged" and isinstance(
+        result.divergence, ReplayMismatchError | ReplayExhaustedError
+    ):
+        console.print(
+            Text(
+                "  if the agent changed this call on purpose (a fix): --match-ignore NAME=PATH "
+                "accepts a reworded input, --on-miss live runs calls the recording lacks "
+                '(docs/regression-tests.md, "When the fix changes the calls")',
+                style="dim",
+            )
+        )
 
 
 def print_matched(

@@ -107,7 +107,7 @@ def _testcase(parent: ET.Element, result: CaseResult, suite_path: Path) -> None:
         failure = ET.SubElement(
             case_element,
             "failure",
-            message=f"{len(errors_found)} error findings; first: {first}",
+            message=f"{pluralize(len(errors_found), 'error finding')}; first: {first}",
             type="regression",
         )
         failure.text = result.failure_text()

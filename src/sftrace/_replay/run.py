@@ -203,10 +203,18 @@ def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:
+        missing = isinstance(exc, ModuleNotFoundError) and (
+            exc.name is None or module_name == exc.name or module_name.startswith(exc.name + ".")
+        )
+        hint = (
+            "check the name and that it is importable from the working directory"
+            if missing
+            else f"the module itself raised while it was imported (`python -c 'import "
+            f"{module_name}'` shows the traceback)"
+        )
         raise ConfigError(
             f"cannot import the entrypoint module {module_name!r} of {entrypoint!r}: "
-            f"{type(exc).__name__}: {exc}; check the name and that it is importable from "
-            f"the working directory"
+            f"{type(exc).__name__}: {exc}; {hint}"
         ) from exc
     for part in attribute_path.split("."):
         try:

@@ -379,7 +379,7 @@
     top.appendChild(facts);
     if (h.failure && (h.failure.type || h.failure.message)) {
       var step = h.failure.step !== null && h.failure.step !== undefined ? " (at call #" + h.failure.step + ")" : "";
-      top.appendChild(el("div", "failure", "failure" + step + ": " + (h.failure.type || "") + ": " + (h.failure.message || "")));
+      top.appendChild(el("div", "failure", "failure" + step + ": " + (h.failure.type || "") + (h.failure.message ? ": " + h.failure.message : "")));
     }
     return top;
   }
