@@ -28,10 +28,12 @@ from crash_helpers import partials, snapshot
 from sftrace import BundleError, load_bundle, record, recover_bundle, trace_tool
 from sftrace._bundle.format import HEADER_FILE, JOURNAL_FILE, PARTIAL_SUFFIX
 from sftrace._bundle.partial import unfinished_recordings
+from sftrace._cli.bundle import register as register_bundle
 from sftrace._cli.main import cli
 from sftrace._cli.safety import register
 
 register(cli)
+register_bundle(cli)
 
 
 @trace_tool
@@ -308,6 +310,10 @@ def test_cli_recover_prints_what_it_did(crashed: tuple[Path, sftrace.RecordingSe
     lines = result.output.splitlines()
     assert lines[0] == f"recovered {partial.parent / 'trip.sftrace'}: status interrupted, 4 calls"
     assert any("never finished" in line for line in lines[1:])
+    # and inspect shows what was lost, not only recover
+    shown = CliRunner().invoke(cli, ["inspect", str(partial.parent / "trip.sftrace")])
+    assert shown.exit_code == 0, shown.output
+    assert "  note: recovered from the journal of a run that never ended" in shown.output
 
 
 def test_cli_recover_a_directory_recovers_every_unfinished_run(tmp_path: Path) -> None:

@@ -211,7 +211,9 @@ def _header(bundle: Bundle) -> list[Text]:
     if bundle.has_output:
         lines.append(_preview_line("  output: ", bundle.output))
     if bundle.state_changes:
-        lines.append(Text(f"  {len(bundle.state_changes)} state changes"))
+        lines.append(Text(f"  {pluralize(len(bundle.state_changes), 'state change')}"))
+    for note in manifest.notes:  # what a recovered run lost, and the like
+        lines.append(Text(f"  note: {one_line(note, 2 * PREVIEW_CHARS)}", style="yellow"))
     derived = manifest.derived_from
     if derived:
         how = derived.get("how")
