@@ -151,6 +151,7 @@ def test_inspect_json_lists_every_fact(fixture: str, request: pytest.FixtureRequ
         "manifest",
         "run_input",
         "has_run_input",
+        "metadata",
         "output",
         "has_output",
         "state_changes",
@@ -189,6 +190,24 @@ def test_inspect_json_lists_every_fact(fixture: str, request: pytest.FixtureRequ
         assert calls[-1]["error"] == {"type": "ValueError", "message": "no hotel left in Lisbon"}
     else:
         assert all(call["error"] is None for call in calls)
+
+
+def test_metadata_is_shown_redacted_in_inspect_its_json_and_the_page(tmp_path: Path) -> None:
+    """record(metadata=...) was stored and shown nowhere (the page listed a redaction of
+    a field one could not see)."""
+    from sftrace import record, render_html
+
+    path = tmp_path / "meta.sftrace"
+    with record("meta", output=path, metadata={"team": "billing", "password": "hunter2x"}):
+        pass
+    bundle = load_bundle(path)
+    assert bundle.metadata == {"team": "billing", "password": "[REDACTED:sensitive_key]"}
+    text = invoke("inspect", path)
+    assert '  metadata: {"password":"[REDACTED:sensitive_key]","team":"billing"}' in text.output
+    assert orjson.loads(invoke("inspect", path, "--json").stdout)["metadata"] == bundle.metadata
+    page = render_html(bundle)
+    assert '\\"team\\":\\"billing\\"' in page  # the header's metadata fact, as JSON text
+    assert "hunter2x" not in page
 
 
 def test_inspect_parents_skip_non_call_spans_and_nest_deeply(tmp_path: Path) -> None:

@@ -146,6 +146,19 @@ class Bundle:
     def run_span(self) -> dict[str, Any]:
         return self.spans[0]
 
+    @property
+    def metadata(self) -> Any:
+        """What ``record(metadata=...)`` was given (redacted as recorded), None if nothing
+        was (or it is not valid JSON: a hand-edited bundle)."""
+        for item in self.run_span.get("attributes", ()):
+            if isinstance(item, dict) and item.get("key") == A.METADATA:
+                text = (item.get("value") or {}).get("stringValue")
+                try:
+                    return orjson.loads(text) if isinstance(text, str) else None
+                except orjson.JSONDecodeError:
+                    return None
+        return None
+
     def _repr_html_(self) -> str | None:
         """In a notebook, the run's HTML report (see ``sftrace.render_html``)."""
         return repr_html(self)

@@ -142,6 +142,7 @@ def inspect_document(bundle: Bundle) -> dict[str, Any]:
         "manifest": bundle.manifest.to_json(),
         "run_input": bundle.run_input,
         "has_run_input": bundle.has_run_input,
+        "metadata": bundle.metadata,
         "output": bundle.output,
         "has_output": bundle.has_output,
         "state_changes": [
@@ -208,6 +209,9 @@ def _header(bundle: Bundle) -> list[Text]:
     )
     if bundle.has_run_input:
         lines.append(_preview_line("  input: ", bundle.run_input))
+    metadata = bundle.metadata
+    if metadata is not None:
+        lines.append(_preview_line("  metadata: ", metadata))
     if bundle.has_output:
         lines.append(_preview_line("  output: ", bundle.output))
     if bundle.state_changes:

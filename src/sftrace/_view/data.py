@@ -20,6 +20,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Final
 
+import orjson
+
 from sftrace._bundle.reader import Bundle
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
@@ -95,7 +97,16 @@ def run_header(bundle: Bundle) -> dict[str, Any]:
         "recorded_with": recorded_with if isinstance(recorded_with, str) else None,
         "replay_of": (manifest.derived_from or {}).get("run_id"),
         "path": str(bundle.path) if bundle.path is not None else None,
+        "metadata": _metadata_text(bundle.metadata),
+        "notes": list(manifest.notes),
     }
+
+
+def _metadata_text(metadata: Any) -> str | None:
+    """``record(metadata=...)`` as compact JSON for the header (None: none given)."""
+    if metadata is None:
+        return None
+    return orjson.dumps(metadata, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _nanos(span: dict[str, Any], key: str) -> int:

@@ -374,6 +374,8 @@
     fact(facts, "cost", "$" + Number(t.cost_usd || 0).toFixed(4));
     fact(facts, "recorded with sftrace", h.recorded_with);
     fact(facts, "replay of", h.replay_of);
+    fact(facts, "metadata", h.metadata);
+    (h.notes || []).forEach(function (note) { fact(facts, "note", note); });
     fact(facts, "bundle", h.path);
     fact(facts, "report by sftrace", D.sftrace);
     top.appendChild(facts);
