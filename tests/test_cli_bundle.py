@@ -273,6 +273,25 @@ def test_validate_good_bundle(flags: list[str], verify: bool, good: Path) -> Non
     assert validate_bundle(good, verify_integrity=verify) == []
 
 
+def test_validate_takes_several_bundles_and_exits_with_the_worst(
+    good: Path, failed: Path, tmp_path: Path
+) -> None:
+    """`sftrace validate runs/*.sftrace`: each is checked and named; 0 all valid, 1 one
+    invalid, 2 one unreadable (the others are still checked)."""
+    both = invoke("validate", good, failed)
+    assert both.exit_code == 0, both.output
+    assert [line.split(":")[0] for line in both.stdout.splitlines()] == ["valid", "valid"]
+    damaged = tmp_path / "damaged.sftrace"
+    shutil.copytree(good, damaged)
+    (damaged / "spans.jsonl").write_bytes((damaged / "spans.jsonl").read_bytes() + b"x")
+    mixed = invoke("validate", good, damaged)
+    assert mixed.exit_code == 1
+    missing = invoke("validate", tmp_path / "missing.sftrace", damaged, good)
+    assert missing.exit_code == 2
+    assert "bundle not found" in missing.stderr
+    assert missing.stdout.splitlines()[-1].startswith(f"valid: {good}")
+
+
 def _rewrite(path: Path, change: Callable[[bytes], bytes]) -> None:
     path.write_bytes(change(path.read_bytes()))
 

@@ -15,7 +15,7 @@ from sftrace._bundle.consistency import consistency_problems
 from sftrace._bundle.format import MANIFEST_FILE
 from sftrace._bundle.load import load_bundle
 from sftrace._bundle.reader import Bundle, check_bundle
-from sftrace._cli.main import EXIT_CHANGED, bad_input_policy
+from sftrace._cli.main import EXIT_BAD_INPUT, EXIT_CHANGED, bad_input_policy
 from sftrace._cli.output import echo, human_console
 from sftrace._model.calls import Call
 from sftrace._model.text import one_line, pluralize, preview
@@ -274,7 +274,7 @@ def _preview_line(prefix: str, value: Any) -> Text:
 
 
 @click.command("validate")
-@click.argument("bundle", type=click.Path(path_type=Path))
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--verify-integrity/--no-verify-integrity",
     default=True,
@@ -283,8 +283,25 @@ def _preview_line(prefix: str, value: Any) -> Text:
     "call's input and output against theirs (the default); --no-verify-integrity checks "
     "the structure only.",
 )
-def validate_command(bundle: Path, verify_integrity: bool) -> None:
-    """Check a bundle. Exit 0 valid, 1 invalid (one problem per line), 2 unreadable."""
+def validate_command(bundles: tuple[Path, ...], verify_integrity: bool) -> None:
+    """Check bundles (``sftrace validate runs/*.sftrace``). Exit 0 all valid, 1 one is
+    invalid (one problem per line), 2 one is unreadable."""
+    invalid = unreadable = False
+    for bundle in bundles:
+        try:
+            invalid |= not _validate_one(bundle, verify_integrity)
+        except click.exceptions.Exit:  # unreadable: its one line is written, go on
+            if len(bundles) == 1:
+                raise
+            unreadable = True
+    if unreadable:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    if invalid:
+        raise click.exceptions.Exit(EXIT_CHANGED)
+
+
+def _validate_one(bundle: Path, verify_integrity: bool) -> bool:
+    """Check one bundle and say so; whether it is valid (unreadable: exit 2, one line)."""
     with bad_input_policy():
         loaded, problems = check_bundle(bundle, verify_integrity=verify_integrity)
     if problems:
@@ -292,7 +309,7 @@ def validate_command(bundle: Path, verify_integrity: bool) -> None:
             echo(one_line(problem))
         found = pluralize(len(problems), "problem")
         echo(f"sftrace: {str(bundle)!r} is invalid ({found})", err=True)
-        raise click.exceptions.Exit(EXIT_CHANGED)
+        return False
     assert loaded is not None  # no problems means it loaded
     totals = loaded.manifest.totals
     checked = "digests verified" if verify_integrity else "digests not checked"
@@ -301,3 +318,4 @@ def validate_command(bundle: Path, verify_integrity: bool) -> None:
         f"{pluralize(len(loaded.calls), 'call')} ({totals.tool_calls} tool, "
         f"{totals.llm_calls} llm), {pluralize(len(loaded.spans), 'span')}; {checked}"
     )
+    return True
