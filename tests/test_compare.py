@@ -334,7 +334,23 @@ def test_report_dict_is_deterministic_json(tmp_path: Path) -> None:
         "candidate_call",
         "differences",
         "truncated",
+        "input",
     ]
+
+
+def test_a_missing_or_unexpected_calls_finding_carries_its_whole_input(tmp_path: Path) -> None:
+    """The message previews the input; --json has all of it."""
+    long_text = "x" * 500
+    a = record_steps(tmp_path / "a.sftrace", [tool("lookup", {"ok": 1}, q="a")])
+    b = record_steps(
+        tmp_path / "b.sftrace",
+        [tool("lookup", {"ok": 1}, q="a"), tool("notify", {}, body=long_text)],
+    )
+    (finding,) = sftrace.diff(a, b).findings
+    assert finding.code.value == "UNEXPECTED_CALL"
+    assert long_text not in finding.message
+    document = json.loads(json.dumps(sftrace.diff(a, b).to_dict()))
+    assert document["findings"][0]["input"] == {"body": long_text}
 
 
 def test_comparing_something_else_is_a_config_error() -> None:

@@ -154,6 +154,7 @@ def _placement(
                 f"{ref} of the {here} run is not in the {there} run; input {preview(call.input)}",
                 baseline=ref if missing else None,
                 candidate=None if missing else ref,
+                input_json=call.input_json,
             )
     elif status == "moved" and lref is not None and rref is not None:
         builder.add(

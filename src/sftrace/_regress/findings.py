@@ -16,6 +16,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+import orjson
+
 from sftrace._errors import ConfigError
 from sftrace._model.calls import CallRef
 from sftrace._model.display import repr_html
@@ -201,6 +203,9 @@ class Finding:
     candidate_call: CallRef | None = None
     differences: tuple[Difference, ...] = ()
     truncated: bool = False
+    # The whole input of the call a MISSING_CALL or UNEXPECTED_CALL finding names (JSON
+    # text): the message shows a preview of it.
+    input_json: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -211,6 +216,7 @@ class Finding:
             "candidate_call": self.candidate_call.to_dict() if self.candidate_call else None,
             "differences": [difference.to_dict() for difference in self.differences],
             "truncated": self.truncated,
+            "input": None if self.input_json is None else orjson.loads(self.input_json),
         }
 
 
@@ -417,9 +423,17 @@ class FindingBuilder:
         baseline: CallRef | None = None,
         candidate: CallRef | None = None,
         severity: Severity | None = None,
+        input_json: str | None = None,
     ) -> None:
         self.findings.append(
-            Finding(code, severity or self.policy.severity(code), message, baseline, candidate)
+            Finding(
+                code,
+                severity or self.policy.severity(code),
+                message,
+                baseline,
+                candidate,
+                input_json=input_json,
+            )
         )
 
     def add_paths(
