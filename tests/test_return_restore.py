@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from sftrace import record, replay, trace_tool
+from sftrace import load_bundle, record, replay, replay_run, trace_tool
+from sftrace._model import attributes as A
 from sftrace._record.tool import return_restorer
 
 
@@ -156,3 +157,50 @@ def test_an_annotation_that_cannot_be_resolved_is_named_in_a_warning(
     assert "'Quote'" in message
     assert "NameError" in message
     assert "TYPE_CHECKING" in message
+
+
+class SearchParams(BaseModel):
+    city: str
+    max_results: int = 10
+    sort: str = "price"
+
+
+class Plan(BaseModel):
+    steps: list[SearchParams]
+    note: str = ""
+
+
+@trace_tool
+def plan_search(task: str) -> Plan:
+    return Plan(steps=[SearchParams(city="Lisbon"), SearchParams(city="Porto", sort="time")])
+
+
+@trace_tool
+def search_with(params: list[dict[str, Any]]) -> list[str]:
+    return ["TP123"]
+
+
+def exclude_unset_agent(task: str) -> list[str]:
+    plan = plan_search(task)
+    return search_with([step.model_dump(exclude_unset=True) for step in plan.steps])
+
+
+def test_fields_left_unset_stay_unset_on_the_replayed_model(tmp_path: Path) -> None:
+    """A rebuilt model would have every field set, so model_dump(exclude_unset=True)
+    (the next request built from a parameters model) sent more than the recorded run,
+    and the unchanged agent diverged."""
+    path = tmp_path / "unset.sftrace"
+    with record("unset", output=path, run_input="t") as session:
+        session.set_output(exclude_unset_agent("t"))
+    calls = load_bundle(path).calls
+    assert calls[0].attributes[A.OUTPUT_UNSET] == (
+        '[["steps",0,"max_results"],["steps",0,"sort"],["steps",1,"max_results"],["note"]]'
+    )
+    assert calls[1].input == {"params": [{"city": "Lisbon"}, {"city": "Porto", "sort": "time"}]}
+    assert A.OUTPUT_UNSET not in calls[1].attributes  # not a model: nothing to say
+    result = replay_run(path, exclude_unset_agent)
+    assert (result.status, result.divergence) == ("completed", None)
+    with replay(path):
+        replayed = plan_search("t")
+    assert replayed.model_fields_set == {"steps"}
+    assert [step.model_fields_set for step in replayed.steps] == [{"city"}, {"city", "sort"}]

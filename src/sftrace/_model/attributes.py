@@ -80,6 +80,9 @@ OUTPUT_TEXT: Final = "sftrace.output.text"
 # class, "pkg.mod.Qualname" (as ERROR_TYPE names a class); a replay rebuilds the response
 # as that class when an imported module holds it.
 OUTPUT_TYPE: Final = "sftrace.output.type"
+# JSON array of the paths of a result's pydantic model fields that were not set (its JSON
+# holds their defaults): a replay unsets them again on the rebuilt model
+OUTPUT_UNSET: Final = "sftrace.output.unset"
 REPLAY_POLICY: Final = "sftrace.replay_policy"
 ERROR_TYPE: Final = "sftrace.error.type"  # qualified name of the exception type
 ERROR_MESSAGE: Final = "sftrace.error.message"

@@ -24,6 +24,7 @@ NOTED_KEYS = (
     A.HANDED_OFF,
     A.OUTPUT_NONFINITE,
     A.OUTPUT_TEXT,
+    A.OUTPUT_UNSET,
 )
 """Attributes few calls have that a replay asks every call about (answering it, or at
 its start, which calls were handed to threads): a loaded call notes at load which of them
@@ -425,6 +426,7 @@ def _noted(attributes: dict[str, Any]) -> tuple[str, ...]:
         and A.HANDED_OFF not in attributes
         and A.OUTPUT_NONFINITE not in attributes
         and A.OUTPUT_TEXT not in attributes
+        and A.OUTPUT_UNSET not in attributes
     ):
         return ()
     return tuple(key for key in NOTED_KEYS if key in attributes)

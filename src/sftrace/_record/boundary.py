@@ -21,6 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from sftrace._errors import ReplayError, ReplayMismatchError, TraceSerializationError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
+from sftrace._model.fields_set import unset_again, unset_paths
 from sftrace._model.jsondiff import differences, format_differences
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import Serializer, canonical, dumps, loads
@@ -256,6 +257,8 @@ class BoundaryCall:
         value = restore(self.finish_recorded())
         if result_type is not None:
             value = self._restore_type(recorded, value, result_type)
+        if recorded.may_have(A.OUTPUT_UNSET):
+            self._unset_again(recorded, value)
         if result_text is not None and self.output_text is not None:
             return result_text.restore(value, self.output_text)
         return value
@@ -283,6 +286,18 @@ class BoundaryCall:
     def _from_recording(decision: Decision) -> bool:
         """Whether the call is answered with the recorded result or recorded failure."""
         return decision.action is Action.RETURN or decision.recorded_failure
+
+    def _unset_again(self, recorded: Call, value: Any) -> None:
+        """Unset the model fields the recorded result had not set (``sftrace.output.unset``),
+        which the span records again (a saved replay keeps it)."""
+        paths = recorded.attributes.get(A.OUTPUT_UNSET)
+        if not isinstance(paths, str):
+            return
+        self.span.set_attribute(A.OUTPUT_UNSET, paths)
+        try:
+            unset_again(value, loads(paths))
+        except Exception:  # a hand-edited bundle: the model keeps every field set
+            return
 
     def _restore_type(self, recorded: Call, value: Any, result_type: ResultType) -> Any:
         """``value`` (the recorded result) rebuilt as the class recorded of it, which the
@@ -340,6 +355,9 @@ class BoundaryCall:
         self._set_output(output_json)
         if nonfinite:  # where the strings stand for floats: a replay hands back floats
             self.span.set_attribute(A.OUTPUT_NONFINITE, canonical(nonfinite))
+        unset = unset_paths(value)
+        if unset:  # model fields left at their defaults: a replay leaves them unset too
+            self.span.set_attribute(A.OUTPUT_UNSET, canonical(unset))
         if result_text is not None:
             self._set_output_text(value, result_text)
         if result_type is not None:
