@@ -148,6 +148,9 @@ def test_secrets_at_markers() -> None:
 def test_unmarked() -> None:
     assert unmarked('{"k":"[REDACTED:openai_api_key]"}') == '{"k":"[REDACTED:]"}'
     assert unmarked("a [REDACTED:x] b [REDACTED:known_secret]") == "a [REDACTED:] b [REDACTED:]"
+    # a secret streamed in chunks is redacted piece by piece: adjacent markers are one
+    assert unmarked("key [REDACTED:a][REDACTED:b][REDACTED:c]!") == "key [REDACTED:]!"
+    assert unmarked("[REDACTED:a] [REDACTED:b]") == "[REDACTED:] [REDACTED:]"
     text = "no marker here"
     assert unmarked(text) is text
     assert normalize({"[REDACTED:a]": " [REDACTED:b] "}) == {"[REDACTED:]": "[REDACTED:]"}

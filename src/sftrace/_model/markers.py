@@ -27,8 +27,9 @@ __all__ = [
 
 MARKER_PREFIX: Final = "[REDACTED:"
 # A marker as it stands in a value or in its JSON text (rule names hold no "]", quote or
-# backslash that JSON would escape).
-_MARKER: Final = re.compile(r"\[REDACTED:[^\]\"\\]*\]")
+# backslash that JSON would escape), and markers one right after another, which compare as
+# one: a secret redacted piece by piece where it was streamed in chunks reads as several.
+_MARKER: Final = re.compile(r"(?:\[REDACTED:[^\]\"\\]*\])+")
 _UNMARKED: Final = MARKER_PREFIX + "]"
 
 
@@ -64,8 +65,9 @@ def secrets_at_markers(recorded: str, reached: str) -> tuple[str, ...] | None:
 
 
 def unmarked(text: str) -> str:
-    """``text`` with every marker's rule name left out (``[REDACTED:]``); ``text`` itself
-    when it holds no marker (one substring search)."""
+    """``text`` with every marker's rule name left out (``[REDACTED:]``), and markers
+    right after one another as one; ``text`` itself when it holds no marker (one
+    substring search)."""
     if MARKER_PREFIX not in text:
         return text
     return _MARKER.sub(_UNMARKED, text)
