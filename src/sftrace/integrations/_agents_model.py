@@ -201,7 +201,11 @@ async def _recorded_stream(call: BoundaryCall, source: Any) -> AsyncIterator[Any
                 except StopAsyncIteration:
                     break
                 recorder.add(event)
-                yield event
+                try:
+                    yield event
+                except BaseException:
+                    recorder.stopped()
+                    raise
         finally:
             close = getattr(iterator, "aclose", None)
             if close is not None:

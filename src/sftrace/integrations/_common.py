@@ -233,6 +233,13 @@ class StreamRecorder:
             if error is not None:
                 self.call.fail(error)
 
+    def stopped(self) -> None:
+        """The consumer stopped reading where an item was handed to it: an exception was
+        thrown in there (``close()``, or the loop shutting down an abandoned async
+        generator with a ``CancelledError``). No failure of the stream: it is recorded as
+        closed early."""
+        self.finish(complete=False)
+
     def fail(self, exc: BaseException) -> None:
         """The stream could not be opened: record the failure (no output) and end the
         call's span."""
@@ -259,7 +266,11 @@ def record_items(source: Iterable[Any], recorder: StreamRecorder) -> Iterator[An
     with recorder:
         for item in source:
             recorder.add(item)
-            yield item
+            try:
+                yield item
+            except BaseException:
+                recorder.stopped()
+                raise
 
 
 async def arecord_items(source: Any, recorder: StreamRecorder) -> AsyncIterator[Any]:
@@ -267,7 +278,11 @@ async def arecord_items(source: Any, recorder: StreamRecorder) -> AsyncIterator[
     with recorder:
         async for item in source:
             recorder.add(item)
-            yield item
+            try:
+                yield item
+            except BaseException:
+                recorder.stopped()
+                raise
 
 
 class StreamReplay:
@@ -341,7 +356,8 @@ class StreamReplay:
         )
 
     def close(self) -> None:
-        """The stream was closed or dropped: end its call if still open."""
+        """The stream was closed or dropped, or the consumer stopped reading where an item
+        was handed to it (see ``StreamRecorder.stopped``): end its call if still open."""
         if self._claim():
             self.call.close()
 
@@ -363,7 +379,12 @@ def replayed_items(replay: StreamReplay) -> Iterator[Any]:
     """Yield a replayed stream's items, then end as the recording did (see
     :class:`StreamReplay`)."""
     with replay:
-        yield from replay.items
+        for item in replay.items:
+            try:
+                yield item
+            except BaseException:
+                replay.close()
+                raise
         replay.end()
 
 
@@ -371,7 +392,11 @@ async def areplayed_items(replay: StreamReplay) -> AsyncIterator[Any]:
     """The async twin of :func:`replayed_items`."""
     with replay:
         for item in replay.items:
-            yield item
+            try:
+                yield item
+            except BaseException:
+                replay.close()
+                raise
         await replay.aend()
 
 
@@ -398,6 +423,14 @@ def substitute_stream(
     if error is not None:
         end.hand_off()
     return output, StreamReplay(call, items, output, error)
+
+
+async def await_recorded_cancellation(call: BoundaryCall) -> None:
+    """Before an async call answers from the recording: wait for a recorded cancellation
+    from outside (``BoundaryCall.await_recorded_cancellation``), except where a stream
+    raises it after its recorded chunks: the stream waits there (:class:`StreamReplay`)."""
+    if stream_failure(call) is None:
+        await call.await_recorded_cancellation()
 
 
 def stream_failure(call: BoundaryCall) -> BaseException | None:
