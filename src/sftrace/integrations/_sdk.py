@@ -27,13 +27,13 @@ from sftrace.integrations._common import (
     Options,
     StreamRecorder,
     Summarize,
+    await_recorded_cancellation,
     ending,
     inside_sdk_call,
     is_not_given,
     materialize,
     recording_run,
     request_json,
-    stream_failure,
     substitute_stream,
     wire_json,
 )
@@ -244,8 +244,7 @@ async def call_async(
     call, kwargs = begun
     with ending(call) as end:
         if not call.runs_body:
-            if stream_failure(call) is None:
-                await call.await_recorded_cancellation()
+            await await_recorded_cancellation(call)
             return _replayed(endpoint, resource, end, kwargs, is_async=True)
         with inside_sdk_call():
             response = await body(kwargs)
