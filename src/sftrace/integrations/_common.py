@@ -1,5 +1,5 @@
 """What every integration shares: turning requests into recorded inputs, recording
-streams item by item, and patching methods reversibly.
+streams item by item and replaying them as they ended, and patching methods reversibly.
 
 Nothing here imports an SDK.
 """
