@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -128,6 +129,25 @@ def test_inspect_failed_bundle_shows_failure_and_failing_call(failed: Path) -> N
         result.stdout
     )
     assert "error ValueError: no hotel left in Lisbon" in result.stdout
+
+
+def test_inspect_shows_both_the_output_and_the_error_of_a_call_that_has_both(
+    tmp_path: Path,
+) -> None:
+    """A call may end with an output and an error (a stream that raised after some
+    chunks): the tree shows both."""
+    path = tmp_path / "both.sftrace"
+    with (
+        record(AGENT, output=path) as session,
+        contextlib.suppress(ConnectionError),
+        session.llm_call(provider="fake", model="m-1", input={"q": 1}) as handle,
+    ):
+        handle.set_output({"chunks": ["partial"], "complete": False})
+        raise ConnectionError("stream cut")
+    result = invoke("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert 'out {"chunks":["partial"],"complete":false}' in result.stdout
+    assert "error ConnectionError: stream cut" in result.stdout
 
 
 def test_inspect_does_not_interpret_recorded_text_as_markup(tmp_path: Path) -> None:

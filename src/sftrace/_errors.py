@@ -10,8 +10,10 @@
     ├── BundleError                             a bundle is missing, malformed or unsupported
     └── ReplayError                             anything that goes wrong while replaying
         ├── ReplayMismatchError                 the call reached differs from the recorded one
-        ├── ReplayExhaustedError                a call after every recorded call was used
-        │   └── RecordingEndedError             ... of a recording whose process died there
+        ├── ReplayExhaustedError                a call after every recorded call was used,
+        │                                       or a stream read past what was recorded
+        │   └── RecordingEndedError             a call past the end of a recording whose
+        │                                       process died
         ├── ReplayPolicyError                   a call its policy or mode refuses
         ├── IncompleteReplayError               recorded calls were never reached
         ├── UnrecordedResultError               a call whose result could not be recorded
@@ -112,7 +114,10 @@ class ReplayMismatchError(ReplayError):
 
 
 class ReplayExhaustedError(ReplayError):
-    """A call was reached after every recorded call had been used."""
+    """A call was reached after every recorded call had been used, or a replayed stream
+    was read past the chunks its recording read (the recorded agent stopped reading it
+    there). ``call_number``: the call reached (the stream's call); ``reached``: its kind,
+    name and input."""
 
     def __init__(self, message: str, *, call_number: int, reached: dict[str, Any]) -> None:
         super().__init__(message)

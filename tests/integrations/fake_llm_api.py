@@ -8,6 +8,7 @@ sends nothing. The payload builders write the JSON the real APIs send.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 from collections import deque
@@ -65,8 +66,27 @@ class FakeAPI:
     ) -> None:
         self._replies.append((status, "application/json", json.dumps(body).encode(), headers))
 
-    def reply_stream(self, events: list[dict[str, Any]], *, named: bool, done: bool) -> None:
-        self._replies.append((200, "text/event-stream", sse(events, named=named, done=done), None))
+    def reply_stream(
+        self,
+        events: list[dict[str, Any]],
+        *,
+        named: bool,
+        done: bool,
+        fail_after: int | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """A streamed reply; ``fail_after``: the connection drops (``ReadError``) after
+        that many events; ``delay``: seconds an async client waits for each event."""
+        if fail_after is None and not delay:
+            body: Any = sse(events, named=named, done=done)
+        else:
+            parts = [sse([event], named=named, done=False) for event in events]
+            if fail_after is None:
+                parts += [sse([], named=named, done=done)]
+            if fail_after is not None:
+                parts = parts[:fail_after]
+            body = _event_body(self.http, parts, fails=fail_after is not None, delay=delay)
+        self._replies.append((200, "text/event-stream", body, None))
 
     def offline(self) -> None:
         """From now on refuse every request (and remember it was attempted)."""
@@ -79,8 +99,9 @@ class FakeAPI:
             raise NetworkUsedError(f"a request was sent during replay: {request.url}")
         self.requests.append(json.loads(request.content))
         status, content_type, content, headers = self._replies.popleft()
+        body = {"content": content} if isinstance(content, bytes) else {"stream": content}
         return self.http.Response(
-            status, headers=self._headers(content_type, headers or {}), content=content
+            status, headers=self._headers(content_type, headers or {}), **body
         )
 
     def sync_client(self) -> Any:
@@ -94,6 +115,28 @@ class FakeAPI:
         http = self.async_client() if is_async else self.sync_client()
         cls = async_cls if is_async else sync_cls
         return cls(http_client=http, max_retries=0, **options)
+
+
+def _event_body(http: ModuleType, parts: list[bytes], *, fails: bool, delay: float) -> Any:
+    """A response body sent event by event, sync or async (an ``http`` byte stream): slow
+    (``delay`` seconds before each event, async only), or cut off (``fails``: a
+    ``ReadError`` after the events)."""
+
+    class EventBody(http.SyncByteStream, http.AsyncByteStream):  # type: ignore[misc,name-defined]
+        def __iter__(self) -> Any:
+            yield from parts
+            if fails:
+                raise http.ReadError("connection reset by peer")
+
+        async def __aiter__(self) -> Any:
+            for part in parts:
+                if delay:
+                    await asyncio.sleep(delay)
+                yield part
+            if fails:
+                raise http.ReadError("connection reset by peer")
+
+    return EventBody()
 
 
 # --- OpenAI payloads -------------------------------------------------------------------

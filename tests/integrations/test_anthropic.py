@@ -15,6 +15,7 @@ from roundtrip import record_then_replay
 
 from sftrace import (
     ConfigError,
+    ReplayExhaustedError,
     ReplayMismatchError,
     load_bundle,
     record,
@@ -142,6 +143,88 @@ def test_stream_helper_and_streamed_create_share_one_recording(
     session.verify_complete()
     assert texts == [e.delta.text for e in events if e.type == "content_block_delta"]
     assert final.stop_reason == "end_turn"
+
+
+# --- streams read further than recorded, or cut off midway ------------------------------
+
+
+def stream_texts(llm: Any, *, is_async: bool, first_only: bool = False) -> list[str]:
+    """An agent reading ``messages.stream``'s text: all of it, or the first piece only."""
+
+    async def aread() -> list[str]:
+        async with llm.messages.stream(**REQUEST) as stream:
+            if first_only:
+                async for text in stream.text_stream:
+                    return [text]
+            return [await stream.get_final_text()]
+
+    if is_async:
+        return asyncio.run(aread())
+    with llm.messages.stream(**REQUEST) as stream:
+        if first_only:
+            return [next(iter(stream.text_stream))]
+        return [stream.get_final_text()]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_reading_a_stream_further_than_the_recording_did_diverges(
+    tmp_path: Path, api: fake.FakeAPI, is_async: bool
+) -> None:
+    """The recorded agent read the first text and closed the stream; an agent now reading
+    the final text diverges after the recorded events instead of getting a cut-off text."""
+    api.reply_stream(fake.message_events(PIECES), named=True, done=False)
+    llm = client(api, is_async=is_async)
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(
+        path, api, lambda: stream_texts(llm, is_async=is_async, first_only=True)
+    )
+    assert replayed == recorded == [PIECES[0]]
+    output = load_bundle(path).calls[0].output
+    assert (output["complete"], len(output["chunks"])) == (False, 3)
+
+    with (
+        replay(path) as session,
+        pytest.raises(ReplayExhaustedError, match="stopped reading after 3 chunks"),
+    ):
+        stream_texts(llm, is_async=is_async)
+    assert isinstance(session.divergence, ReplayExhaustedError)
+    assert api.refused == []
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_stream_cut_off_midway_replays_its_chunks_then_the_error(
+    tmp_path: Path, api: fake.FakeAPI, is_async: bool
+) -> None:
+    """The connection drops after 3 events: a replay yields them, then raises the error
+    (the SDK passes on its HTTP library's ReadError)."""
+    api.reply_stream(fake.message_events(PIECES), named=True, done=False, fail_after=3)
+    llm = client(api, is_async=is_async)
+    texts: list[str] = []
+
+    async def aread() -> None:
+        async with llm.messages.stream(**REQUEST) as stream:
+            async for text in stream.text_stream:
+                texts.append(text)
+
+    def agent() -> str:
+        texts.clear()
+        try:
+            if is_async:
+                asyncio.run(aread())
+            else:
+                with llm.messages.stream(**REQUEST) as stream:
+                    texts.extend(stream.text_stream)
+        except Exception as exc:
+            return f"kept {texts} ({type(exc).__name__})"
+        return "complete"
+
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(path, api, agent)
+    assert replayed == recorded == f"kept {PIECES[:1]} (ReadError)"
+    call = load_bundle(path).calls[0]
+    assert call.error is not None
+    assert call.error.type == f"{api.http.__name__}.ReadError"
+    assert (call.output["complete"], len(call.output["chunks"])) == (False, 3)
 
 
 # --- a tool-use loop ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from google.genai import errors, types
 from pydantic import BaseModel
 from roundtrip import record_then_replay
 
-from sftrace import ReplayMismatchError, load_bundle, record, replay
+from sftrace import ReplayExhaustedError, ReplayMismatchError, load_bundle, record, replay
 from sftrace.integrations.google_genai import instrument
 
 MODEL = "gemini-2.5-flash"
@@ -156,6 +156,44 @@ def test_replay_returns_the_sdk_response_types_without_any_request(
     assert "test-key" not in json.dumps(call.input)
     assert call.attributes["gen_ai.usage.input_tokens"] == USAGE["promptTokenCount"]
     assert call.attributes["gen_ai.usage.output_tokens"] == USAGE["candidatesTokenCount"]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_reading_a_stream_further_than_the_recording_did_diverges(
+    tmp_path: Path, api: FakeGemini, is_async: bool
+) -> None:
+    """The recorded agent read the first chunk and stopped; one reading on diverges."""
+    script(api, stream=True)
+    client = api.client()
+
+    def agent(limit: int | None) -> list[str | None]:
+        async def aread() -> list[str | None]:
+            got: list[str | None] = []
+            stream = await client.aio.models.generate_content_stream(model=MODEL, contents=PROMPT)
+            async for chunk in stream:
+                got.append(chunk.text)
+                if len(got) == limit:
+                    break
+            return got
+
+        if is_async:
+            return asyncio.run(aread())
+        got: list[str | None] = []
+        for chunk in client.models.generate_content_stream(model=MODEL, contents=PROMPT):
+            got.append(chunk.text)
+            if len(got) == limit:
+                break
+        return got
+
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(path, api, lambda: agent(1))
+    assert replayed == recorded == PIECES[:1]
+    with (
+        replay(path) as session,
+        pytest.raises(ReplayExhaustedError, match="stopped reading after 1 chunk"),
+    ):
+        agent(None)
+    assert isinstance(session.divergence, ReplayExhaustedError)
 
 
 def test_a_changed_prompt_is_a_strict_mismatch_naming_the_path(

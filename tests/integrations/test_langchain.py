@@ -182,16 +182,39 @@ class BreakingChatModel(ScriptedChatModel):
 
 
 @pytest.mark.parametrize("how", ["stream", "astream"])
-def test_stream_failing_midway_records_the_failure(tmp_path: Path, how: str) -> None:
-    """A stream that raises while being read ends its call as that failure, with no output."""
-    model = wrap_chat_model(BreakingChatModel(replies=[answer()]))
+def test_stream_failing_midway_records_the_chunks_read_and_the_failure(
+    tmp_path: Path, how: str
+) -> None:
+    """A stream that raises while being read ends its call as that failure, with the chunks
+    read before it (complete: false); a replay yields them, then raises the failure."""
+    inner = BreakingChatModel(replies=[answer()])
+    model = wrap_chat_model(inner)
+    prompt = [HumanMessage("Where is order 9?")]
+    got: list[str] = []
+
+    async def aread() -> None:
+        async for chunk in model.astream(prompt):
+            got.append(str(chunk.content))
+
+    def agent() -> str:
+        got.clear()
+        try:
+            if how == "stream":
+                got.extend(str(chunk.content) for chunk in model.stream(prompt))
+            else:
+                asyncio.run(aread())
+        except ConnectionError as exc:
+            return f"kept {got} ({exc})"
+        return "complete"
+
     path = tmp_path / "run.sftrace"
-    with pytest.raises(ConnectionError), record("agent", output=path):
-        run_model(model, how)
+    recorded, replayed, _ = record_then_replay(path, inner, agent)
+    assert replayed == recorded == "kept ['Order'] (stream cut)"
     (call,) = load_bundle(path).calls
     assert call.error is not None
     assert (call.error.type, call.error.message) == ("ConnectionError", "stream cut")
-    assert call.output_json is None
+    assert call.output["complete"] is False
+    assert len(call.output["chunks"]) == 1
 
 
 def test_outside_a_recording_the_model_runs_as_usual(spans: InMemorySpanExporter) -> None:

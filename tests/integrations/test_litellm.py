@@ -24,6 +24,7 @@ from litellm.types.utils import ModelResponseStream
 from roundtrip import record_then_replay
 
 from sftrace import (
+    ReplayExhaustedError,
     ReplayMismatchError,
     load_bundle,
     record,
@@ -159,6 +160,64 @@ def test_replay_returns_litellm_objects_without_any_request(
     assert "sk-test" not in json.dumps(call.input)
     assert call.attributes["gen_ai.usage.input_tokens"] == fake.USAGE["prompt_tokens"]
     assert call.attributes["gen_ai.usage.output_tokens"] == fake.USAGE["completion_tokens"]
+
+
+def read_stream(api: fake.FakeAPI, *, is_async: bool, limit: int | None = None) -> str:
+    """An agent reading a stream's texts: ``limit`` chunks (None: all), keeping what it
+    read if the stream raises."""
+    texts: list[str] = []
+
+    def keep(chunk: Any) -> bool:
+        texts.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+        return limit is not None and len(texts) == limit
+
+    async def aread() -> None:
+        async for chunk in await litellm.acompletion(**request(api, is_async=True, stream=True)):
+            if keep(chunk):
+                break
+
+    try:
+        if is_async:
+            asyncio.run(aread())
+        else:
+            for chunk in litellm.completion(**request(api, is_async=False, stream=True)):
+                if keep(chunk):
+                    break
+    except Exception as exc:
+        return f"kept {''.join(texts)!r} ({type(exc).__name__})"
+    return "".join(texts)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_stream_cut_off_midway_replays_its_chunks_then_the_error(
+    tmp_path: Path, api: fake.FakeAPI, is_async: bool
+) -> None:
+    """The connection drops after 3 chunks: a replay yields them, then raises the error."""
+    api.reply_stream(fake.chat_chunks(PIECES), named=False, done=True, fail_after=3)
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(
+        path, api, lambda: read_stream(api, is_async=is_async)
+    )
+    assert replayed == recorded
+    assert recorded.startswith("kept 'Your parcel ships '")
+    call = load_bundle(path).calls[0]
+    assert call.error is not None
+    assert (call.output["complete"], len(call.output["chunks"])) == (False, 3)
+
+
+def test_reading_a_stream_further_than_the_recording_did_diverges(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """The recorded agent read 2 chunks; one reading on diverges after them."""
+    script(api, stream=True)
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(
+        path, api, lambda: read_stream(api, is_async=False, limit=2)
+    )
+    assert replayed == recorded == "Your parcel "
+    with replay(path) as session:
+        assert read_stream(api, is_async=False) == "kept 'Your parcel ' (ReplayExhaustedError)"
+    assert isinstance(session.divergence, ReplayExhaustedError)
 
 
 def test_positional_arguments_are_recorded_by_name(tmp_path: Path, api: fake.FakeAPI) -> None:

@@ -20,6 +20,7 @@ from roundtrip import record_then_replay
 
 from sftrace import (
     ConfigError,
+    ReplayExhaustedError,
     ReplayMismatchError,
     compare,
     load_bundle,
@@ -29,6 +30,8 @@ from sftrace import (
     trace_tool,
 )
 from sftrace._model.jsondiff import MISSING
+from sftrace._record import cancellation
+from sftrace.integrations._common import StreamRecorder
 from sftrace.integrations.openai import instrument, instrument_all, uninstrument_all
 
 QUESTION = "Where is my parcel 42?"
@@ -212,6 +215,177 @@ def test_stream_helpers_replay_their_final_objects(tmp_path: Path, api: fake.Fak
     assert replayed[1].choices[0].message.content == "".join(PIECES)
     assert replayed[2] == PIECES
     assert replayed[3].output_text == "".join(PIECES)
+
+
+# --- streams read further than recorded, or cut off midway ------------------------------
+
+
+def read_stream(llm: Any, *, is_async: bool, limit: int | None = None) -> list[str]:
+    """An agent reading a streamed chat completion's texts: ``limit`` chunks, then it
+    breaks out (None: to the end)."""
+
+    def keep(texts: list[str], chunk: Any) -> bool:
+        texts.append(chunk.choices[0].delta.content if chunk.choices else "")
+        return limit is not None and len(texts) == limit
+
+    async def aread() -> list[str]:
+        texts: list[str] = []
+        async with await llm.chat.completions.create(**request_for("chat", True)) as stream:
+            async for chunk in stream:
+                if keep(texts, chunk):
+                    break
+        return texts
+
+    if is_async:
+        return asyncio.run(aread())
+    texts: list[str] = []
+    with llm.chat.completions.create(**request_for("chat", True)) as stream:
+        for chunk in stream:
+            if keep(texts, chunk):
+                break
+    return texts
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_reading_a_stream_further_than_the_recording_did_diverges(
+    tmp_path: Path, api: fake.FakeAPI, is_async: bool
+) -> None:
+    """The recorded agent read 2 chunks and stopped (complete: false). The same agent
+    replays; one reading on gets a ReplayExhaustedError after those 2 chunks, and the replay
+    diverges, instead of a stream that ends there (a changed output that 'reproduced')."""
+    script(api, "chat", stream=True)
+    llm = client(api, is_async=is_async)
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(
+        path, api, lambda: read_stream(llm, is_async=is_async, limit=2)
+    )
+    assert replayed == recorded == ["", "Your parcel "]
+    assert load_bundle(path).calls[0].output["complete"] is False
+
+    with (
+        replay(path) as session,
+        pytest.raises(ReplayExhaustedError, match="stopped reading after 2 chunks") as raised,
+    ):
+        read_stream(llm, is_async=is_async)
+    assert session.divergence is raised.value
+    assert "the replayed agent reads more of it" in str(raised.value)
+    result = replay_run(path, lambda: read_stream(llm, is_async=is_async))
+    assert isinstance(result.divergence, ReplayExhaustedError)
+    assert result.reproduced is False
+    assert api.refused == []
+
+
+def cut_off_agent(llm: Any, *, is_async: bool) -> str:
+    """An agent keeping the text read before the connection dropped."""
+    texts: list[str] = []
+
+    async def aread() -> None:
+        async for chunk in await llm.chat.completions.create(**request_for("chat", True)):
+            texts.append(chunk.choices[0].delta.content)
+
+    try:
+        if is_async:
+            asyncio.run(aread())
+        else:
+            for chunk in llm.chat.completions.create(**request_for("chat", True)):
+                texts.append(chunk.choices[0].delta.content)
+    except openai.APIConnectionError as exc:
+        return f"kept {''.join(texts)!r} ({type(exc).__name__})"
+    return "".join(texts)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_stream_cut_off_midway_replays_its_chunks_then_the_error(
+    tmp_path: Path, api: fake.FakeAPI, is_async: bool
+) -> None:
+    """The connection drops after 3 chunks: the call records those chunks (complete:
+    false) and the SDK's error; a replay yields the same 3 chunks, then raises the error."""
+    api.reply_stream(fake.chat_chunks(PIECES), named=False, done=True, fail_after=3)
+    llm = client(api, is_async=is_async)
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, session = record_then_replay(
+        path, api, lambda: cut_off_agent(llm, is_async=is_async)
+    )
+    assert replayed == recorded == "kept 'Your parcel ships ' (APIConnectionError)"
+    call = load_bundle(path).calls[0]
+    assert call.error is not None
+    assert call.error.type == "openai.APIConnectionError"
+    assert call.output["complete"] is False
+    assert len(call.output["chunks"]) == 3
+    # The replay's span, as the recording's: the chunks and the error.
+    (span,) = [s for s in session.spans if (s.attributes or {}).get("sftrace.kind") == "llm"]
+    attributes = dict(span.attributes or {})
+    assert json.loads(str(attributes["sftrace.output"])) == call.output
+    assert attributes["sftrace.error.type"] == "openai.APIConnectionError"
+
+
+def test_a_bundle_holding_only_a_streams_error_replays_it_at_the_call(
+    tmp_path: Path, api: fake.FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bundles recorded before the chunks read before a failure were kept hold the error
+    and no output: the replayed call raises the error, as it did."""
+
+    def error_alone(recorder: StreamRecorder, kind: object, exc: Any, traceback: object) -> None:
+        if exc is None or isinstance(exc, GeneratorExit):
+            recorder.finish(complete=exc is None)
+        else:
+            recorder.fail(exc)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(StreamRecorder, "__exit__", error_alone)
+        api.reply_stream(fake.chat_chunks(PIECES), named=False, done=True, fail_after=3)
+        llm = client(api)
+        path = tmp_path / "run.sftrace"
+        with record("agent", output=path):
+            assert cut_off_agent(llm, is_async=False).startswith("kept 'Your parcel ships '")
+    call = load_bundle(path).calls[0]
+    assert (call.output_json, call.error is not None) == (None, True)
+    api.offline()
+    with replay(path) as session:
+        assert cut_off_agent(llm, is_async=False) == "kept '' (APIConnectionError)"
+    assert session.divergence is None
+
+
+async def timed_out_agent(llm: Any, timeout: float) -> str:
+    """An agent giving up on reading a slow stream after ``timeout`` seconds, keeping what
+    it read."""
+    texts: list[str] = []
+    stream = await llm.chat.completions.create(**request_for("chat", True))
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in stream:
+                texts.append(chunk.choices[0].delta.content if chunk.choices else "")
+    except TimeoutError:
+        return f"timed out after {''.join(texts)!r}"
+    return "".join(texts)
+
+
+def test_a_stream_timed_out_midway_replays_its_chunks_then_the_timeout(
+    tmp_path: Path, api: fake.FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncio.timeout cancels a slow stream after a few chunks: the call records them and
+    the cancellation; a replay yields them, then waits for the agent's own timeout, so the
+    unchanged agent gets the same partial text. An agent no longer timing out diverges."""
+    monkeypatch.setattr(cancellation, "MIN_SLACK_S", 0.2)
+    api.reply_stream(fake.chat_chunks(PIECES), named=False, done=True, delay=0.05)
+    llm = client(api, is_async=True)
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(
+        path, api, lambda: asyncio.run(timed_out_agent(llm, 0.2))
+    )
+    call = load_bundle(path).calls[0]
+    assert call.error is not None
+    assert (call.error.cancelled, call.error.cancelled_within) == (True, False)
+    assert call.output["complete"] is False
+    read = "".join(
+        c["choices"][0]["delta"].get("content", "") for c in call.output["chunks"] if c["choices"]
+    )
+    assert 0 < len(call.output["chunks"]) < len(fake.chat_chunks(PIECES))
+    assert replayed == recorded == f"timed out after {read!r}"
+
+    with replay(path) as session, pytest.raises(asyncio.CancelledError):
+        asyncio.run(timed_out_agent(llm, 30))
+    assert "did not cancel it" in str(session.divergence)
 
 
 # --- an agent loop ------------------------------------------------------------------------

@@ -241,7 +241,7 @@ def _tree(bundle: Bundle, parents: dict[int, int | None], limit: int) -> Tree:
 
 
 def _call_label(call: Call) -> Text:
-    """``#seq kind name  duration``, then one line each for the input and the output or
+    """``#seq kind name  duration``, then one line each for the input, the output and the
     error, each cut to one line (the full values are in ``--json``)."""
     label = Text(no_wrap=True, overflow="ellipsis")
     label.append(f"#{call.seq} ", style="bold")
@@ -252,12 +252,13 @@ def _call_label(call: Call) -> Text:
     if call.policy != "frozen":
         label.append(f"  policy {call.policy}", style="yellow")
     label.append(f"\nin  {one_line(call.input_json, PREVIEW_CHARS)}", style="dim")
+    # A call may have both: a stream that raised after some chunks (its output holds them).
+    if call.output_json is not None:
+        label.append(f"\nout {one_line(call.output_json, PREVIEW_CHARS)}", style="dim")
     if call.error is not None:
         label.append(
             f"\nerror {call.error.type}: {one_line(call.error.message, PREVIEW_CHARS)}", style="red"
         )
-    elif call.output_json is not None:
-        label.append(f"\nout {one_line(call.output_json, PREVIEW_CHARS)}", style="dim")
     return label
 
 

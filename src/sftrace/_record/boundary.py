@@ -471,7 +471,7 @@ class BoundaryCall:
         """Raise when ``recorded``'s result could not be recorded: nothing to answer with."""
         error = unrecorded_error(recorded)
         if error is not None:
-            self._diverge(error)
+            self.diverge(error)
 
     def refuse_recorded(self, reason: str) -> NoReturn:
         """Diverge at this call, which matched a recorded call that cannot answer it:
@@ -482,8 +482,8 @@ class BoundaryCall:
         assert reached is not None
         recorded = decision.recorded
         assert recorded is not None
-        number = self._number()
-        self._diverge(
+        number = self.reached_number()
+        self.diverge(
             ReplayMismatchError(
                 f"replay diverged at call {number}: call {recorded.seq} ({recorded.label}) "
                 f"{reason}",
@@ -494,13 +494,14 @@ class BoundaryCall:
             )
         )
 
-    def _number(self) -> int:
+    def reached_number(self) -> int:
         """The number a divergence at this call names: the replay's count of reached calls."""
         replay = self.run.replay
         return replay.reached_count if replay is not None else self.seq
 
-    def _diverge(self, error: ReplayError) -> NoReturn:
-        """Record ``error`` as the replay's divergence and raise it."""
+    def diverge(self, error: ReplayError) -> NoReturn:
+        """Record ``error`` as the replay's divergence and raise it (also after the call
+        ended: a replayed stream read further than recorded diverges there)."""
         if self.run.replay is not None:
             self.run.replay.diverge(error)
         raise error
@@ -520,12 +521,12 @@ class BoundaryCall:
             f"call {recorded.seq} ({recorded.label}) has replay_policy='derived', but running it "
             f"again gave a different result than recorded:\n"
             + format_differences(diffs, left="recorded", right="replayed"),
-            call_number=self._number(),
+            call_number=self.reached_number(),
             recorded=recorded.describe(),
             reached={"kind": recorded.kind, "name": recorded.name, "output": replayed},
             differences=diffs,
         )
-        self._diverge(error)
+        self.diverge(error)
 
     def fail(self, exc: BaseException) -> None:
         span = self.span

@@ -26,12 +26,13 @@ from sftrace.integrations._common import (
     ClassPatches,
     Options,
     StreamRecorder,
+    areplayed_items,
     ending,
     input_json,
     inside_sdk_call,
-    recorded_chunks,
     recording_run,
     refuse_other_shape,
+    substitute_stream,
     summary,
     wire_json,
 )
@@ -200,7 +201,11 @@ async def _recorded_stream(call: BoundaryCall, source: Any) -> AsyncIterator[Any
                 except StopAsyncIteration:
                     break
                 recorder.add(event)
-                yield event
+                try:
+                    yield event
+                except BaseException:
+                    recorder.stopped()
+                    raise
         finally:
             close = getattr(iterator, "aclose", None)
             if close is not None:
@@ -216,12 +221,16 @@ def _stream_response(original: Any, options: Options) -> Any:
                 yield event
             return
         if not call.runs_body:
-            with ending(call):
+            with ending(call) as end:
                 _refuse_other_shape(call, streamed=True)
-                output = call.substitute(lambda value: value)
-                chunks = recorded_chunks(output, what="a streamed model response")
-            for chunk in chunks:
-                yield _construct(ResponseStreamEvent, chunk)
+                _, replay = substitute_stream(
+                    call,
+                    end,
+                    lambda chunk: _construct(ResponseStreamEvent, chunk),
+                    what="a streamed model response",
+                )
+            async for event in areplayed_items(replay):
+                yield event
             return
         async for event in _recorded_stream(call, original(self, *args, **kwargs)):
             yield event

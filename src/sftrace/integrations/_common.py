@@ -1,5 +1,5 @@
 """What every integration shares: turning requests into recorded inputs, recording
-streams item by item, and patching methods reversibly.
+streams item by item and replaying them as they ended, and patching methods reversibly.
 
 Nothing here imports an SDK.
 """
@@ -10,14 +10,16 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NoReturn
 
-from sftrace._errors import BundleError
+from sftrace._errors import BundleError, ReplayExhaustedError
 from sftrace._internal import internal_error
 from sftrace._model.jsonpath import parse_paths, strip
 from sftrace._model.policy import ReplayPolicy
 from sftrace._model.serialize import canonical, dumps, to_json
+from sftrace._model.text import pluralize
 from sftrace._record.boundary import BoundaryCall
+from sftrace._record.cancellation import await_cancellation, waits_for_cancellation
 from sftrace._record.intercept import Action
 from sftrace._record.run import ActiveRun, current_run
 
@@ -177,7 +179,9 @@ class StreamRecorder:
 
     The recorded output is ``{"chunks": [...], "complete": bool, ...summary}`` where the
     summary (``model``, ``usage``...) comes from ``summarize(chunks)``; ``complete`` is
-    False when the consumer closed or dropped the stream before its end. Used as a
+    False when the consumer closed or dropped the stream before its end, or when reading
+    it raised (the connection dropped, a timeout cancelled it): the call then records that
+    exception too, with the chunks read before it (see :class:`StreamReplay`). Used as a
     context manager around the iteration, it finishes the call however the block ends.
     """
 
@@ -212,8 +216,10 @@ class StreamRecorder:
             self.done = True
             return True
 
-    def finish(self, complete: bool) -> None:
-        """Record what was streamed and end the call's span (no-op after the first time)."""
+    def finish(self, complete: bool, error: BaseException | None = None) -> None:
+        """Record what was streamed and end the call's span (no-op after the first time);
+        ``error``: what reading the stream raised after those chunks, recorded as the
+        call's failure."""
         if not self._claim():
             return
         with ending(self.call):
@@ -224,9 +230,19 @@ class StreamRecorder:
                 found = {}
             chunks = self.call.redact_stream(self.chunks)
             self.call.finish({"chunks": chunks, "complete": complete, **found, **self.extra})
+            if error is not None:
+                self.call.fail(error)
+
+    def stopped(self) -> None:
+        """The consumer stopped reading where an item was handed to it: an exception was
+        thrown in there (``close()``, or the loop shutting down an abandoned async
+        generator with a ``CancelledError``). No failure of the stream: it is recorded as
+        closed early."""
+        self.finish(complete=False)
 
     def fail(self, exc: BaseException) -> None:
-        """The stream raised: record the failure and end the call's span."""
+        """The stream could not be opened: record the failure (no output) and end the
+        call's span."""
         if not self._claim():
             return
         try:
@@ -242,7 +258,7 @@ class StreamRecorder:
         if exc is None or isinstance(exc, GeneratorExit):
             self.finish(complete=exc is None)
         else:
-            self.fail(exc)
+            self.finish(complete=False, error=exc)
 
 
 def record_items(source: Iterable[Any], recorder: StreamRecorder) -> Iterator[Any]:
@@ -250,7 +266,11 @@ def record_items(source: Iterable[Any], recorder: StreamRecorder) -> Iterator[An
     with recorder:
         for item in source:
             recorder.add(item)
-            yield item
+            try:
+                yield item
+            except BaseException:
+                recorder.stopped()
+                raise
 
 
 async def arecord_items(source: Any, recorder: StreamRecorder) -> AsyncIterator[Any]:
@@ -258,7 +278,171 @@ async def arecord_items(source: Any, recorder: StreamRecorder) -> AsyncIterator[
     with recorder:
         async for item in source:
             recorder.add(item)
-            yield item
+            try:
+                yield item
+            except BaseException:
+                recorder.stopped()
+                raise
+
+
+class StreamReplay:
+    """The replay twin of :class:`StreamRecorder`: a recorded stream's items, handed back
+    by :func:`replayed_items` / :func:`areplayed_items`, then the end the recording met.
+
+    After the last recorded item the stream ends as recorded:
+
+    - read to its end (``complete``, or a stream recorded before ``complete`` was): it ends;
+    - reading it raised (``complete: false`` with the call's error): that error is raised
+      again; one that came from outside (a timeout, ``task.cancel()``) is waited for
+      first, as a call answered from the recording waits (``_record/cancellation.py``);
+    - the recorded agent stopped reading there (``complete: false``, no error): the
+      recording holds nothing more, so an agent reading further diverges there
+      (``ReplayExhaustedError``, the replay's divergence).
+
+    The call of a stream that raised stays open until the stream ends (it records the
+    exception the agent gets then); :func:`substitute_stream` ended any other's.
+    """
+
+    __slots__ = ("call", "done", "error", "incomplete", "items", "lock", "number")
+
+    def __init__(
+        self, call: BoundaryCall, items: list[Any], output: JSON, error: BaseException | None
+    ) -> None:
+        self.call = call
+        self.items = items
+        self.error = error
+        self.incomplete = isinstance(output, dict) and output.get("complete") is False
+        self.number = call.reached_number()
+        self.done = error is None  # only a stream that raised keeps its call open
+        self.lock = threading.Lock()
+
+    def _claim(self) -> bool:
+        with self.lock:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+    def end(self) -> None:
+        """After the last recorded item: return (the stream ends) or raise, as recorded."""
+        if self.error is not None:
+            raise self.error
+        if self.incomplete:
+            self._read_past_recording()
+
+    async def aend(self) -> None:
+        """:meth:`end` in async code, waiting for a cancellation from outside first."""
+        decision = self.call.decision
+        if self.error is not None and decision is not None and waits_for_cancellation(decision):
+            await await_cancellation(decision, self.call.run.replay)
+        self.end()
+
+    def _read_past_recording(self) -> NoReturn:
+        decision, reached = self.call.decision, self.call.reached
+        assert decision is not None
+        assert decision.recorded is not None
+        assert reached is not None
+        recorded = decision.recorded
+        self.call.diverge(
+            ReplayExhaustedError(
+                f"replay diverged at call {self.number}: call {recorded.seq} "
+                f"({recorded.label}) is a stream the recording stopped reading after "
+                f"{pluralize(len(self.items), 'chunk')} (the recorded agent closed or dropped "
+                f"it there), but the replayed agent reads more of it: the recording has "
+                f"nothing to answer with; the agent changed, or record it again",
+                call_number=self.number,
+                reached=reached.describe(),
+            )
+        )
+
+    def close(self) -> None:
+        """The stream was closed or dropped, or the consumer stopped reading where an item
+        was handed to it (see ``StreamRecorder.stopped``): end its call if still open."""
+        if self._claim():
+            self.call.close()
+
+    def __enter__(self) -> StreamReplay:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        # Read to its end, closed early (GeneratorExit), or raised (as recorded, or not).
+        if exc is None or isinstance(exc, GeneratorExit):
+            self.close()
+        elif self._claim():
+            try:
+                self.call.fail(exc)
+            finally:
+                self.call.close()
+
+
+def replayed_items(replay: StreamReplay) -> Iterator[Any]:
+    """Yield a replayed stream's items, then end as the recording did (see
+    :class:`StreamReplay`)."""
+    with replay:
+        for item in replay.items:
+            try:
+                yield item
+            except BaseException:
+                replay.close()
+                raise
+        replay.end()
+
+
+async def areplayed_items(replay: StreamReplay) -> AsyncIterator[Any]:
+    """The async twin of :func:`replayed_items`."""
+    with replay:
+        for item in replay.items:
+            try:
+                yield item
+            except BaseException:
+                replay.close()
+                raise
+        await replay.aend()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def substitute_stream(
+    call: BoundaryCall, end: Ending, restore_item: Callable[[JSON], Any], *, what: str
+) -> tuple[JSON, StreamReplay]:
+    """During a replay, the recorded stream answering ``call`` (in ``with ending(call) as
+    end``): the recorded output and the :class:`StreamReplay` of its chunks, each restored
+    with ``restore_item``. ``what`` names the call in the error of a recorded answer that
+    is no stream.
+
+    A recorded failure raises here, at the call, as recorded (a stream that could not be
+    opened; bundles recorded before the chunks read before a failure were kept), unless
+    the recording holds the chunks read before it: the stream then yields them and raises
+    the failure after them, and ``end`` hands the call to the stream.
+    """
+    error = stream_failure(call)
+    output = call.substitute(_same) if error is None else call.finish_recorded()
+    items = [restore_item(chunk) for chunk in recorded_chunks(output, what=what)]
+    if error is not None:
+        end.hand_off()
+    return output, StreamReplay(call, items, output, error)
+
+
+async def await_recorded_cancellation(call: BoundaryCall) -> None:
+    """Before an async call answers from the recording: wait for a recorded cancellation
+    from outside (``BoundaryCall.await_recorded_cancellation``), except where a stream
+    raises it after its recorded chunks: the stream waits there (:class:`StreamReplay`)."""
+    if stream_failure(call) is None:
+        await call.await_recorded_cancellation()
+
+
+def stream_failure(call: BoundaryCall) -> BaseException | None:
+    """During a replay: the recorded failure the stream answering ``call`` raises after its
+    recorded chunks (it is not raised at the call, nor waited for there), or None."""
+    decision = call.decision
+    if decision is None or decision.action is not Action.RAISE or not decision.recorded_failure:
+        return None
+    recorded = decision.recorded
+    if recorded is None or recorded.output_json is None or not is_recorded_stream(recorded.output):
+        return None
+    return decision.error
 
 
 def is_recorded_stream(output: Any) -> bool:

@@ -27,13 +27,14 @@ from sftrace.integrations._common import (
     Options,
     StreamRecorder,
     Summarize,
+    await_recorded_cancellation,
     ending,
     inside_sdk_call,
     is_not_given,
     materialize,
-    recorded_chunks,
     recording_run,
     request_json,
+    substitute_stream,
     wire_json,
 )
 from sftrace.integrations._sdk_streams import SDK
@@ -148,26 +149,29 @@ def placeholder_response(resource: Any, endpoint: Endpoint, request_id: Any) -> 
     return module.Response(200, headers=headers, content=b"", request=module.Request("POST", url))
 
 
-def _replayed_stream(endpoint: Endpoint, resource: Any, output: JSON, *, is_async: bool) -> Any:
-    chunks = recorded_chunks(output, what=f"{endpoint.name}(stream=True)")
-    items = [endpoint.sdk.construct(endpoint.event_type, chunk) for chunk in chunks]
-    response = placeholder_response(resource, endpoint, output.get("_request_id"))
-    if is_async:
-        return endpoint.sdk.async_replay_stream(items, response)
-    return endpoint.sdk.replay_stream(items, response)
-
-
 def _replayed(
-    endpoint: Endpoint, resource: Any, call: BoundaryCall, kwargs: dict[str, Any], *, is_async: bool
+    endpoint: Endpoint,
+    resource: Any,
+    end: Ending,
+    kwargs: dict[str, Any],
+    *,
+    is_async: bool,
 ) -> Any:
     """The recorded answer to a call a replay does not make."""
-
-    def restore(output: JSON) -> Any:
-        if kwargs.get("stream"):
-            return _replayed_stream(endpoint, resource, output, is_async=is_async)
-        return restore_response(endpoint, output)
-
-    return call.substitute(restore)
+    call = end.call
+    if not kwargs.get("stream"):
+        return call.substitute(lambda output: restore_response(endpoint, output))
+    sdk = endpoint.sdk
+    output, replay = substitute_stream(
+        call,
+        end,
+        lambda chunk: sdk.construct(endpoint.event_type, chunk),
+        what=f"{endpoint.name}(stream=True)",
+    )
+    response = placeholder_response(resource, endpoint, output.get("_request_id"))
+    if is_async:
+        return sdk.async_replay_stream(replay, response)
+    return sdk.replay_stream(replay, response)
 
 
 def _recorded(
@@ -219,7 +223,7 @@ def call_sync(
     call, kwargs = begun
     with ending(call) as end:
         if not call.runs_body:
-            return _replayed(endpoint, resource, call, kwargs, is_async=False)
+            return _replayed(endpoint, resource, end, kwargs, is_async=False)
         with inside_sdk_call():
             response = body(kwargs)
         return _recorded(end, endpoint, response, kwargs, is_async=False)
@@ -240,8 +244,8 @@ async def call_async(
     call, kwargs = begun
     with ending(call) as end:
         if not call.runs_body:
-            await call.await_recorded_cancellation()
-            return _replayed(endpoint, resource, call, kwargs, is_async=True)
+            await await_recorded_cancellation(call)
+            return _replayed(endpoint, resource, end, kwargs, is_async=True)
         with inside_sdk_call():
             response = await body(kwargs)
         return _recorded(end, endpoint, response, kwargs, is_async=True)

@@ -21,8 +21,11 @@ from sftrace._record.failure import register_error_codec
 from sftrace.integrations._common import (
     JSON,
     StreamRecorder,
+    StreamReplay,
     arecord_items,
+    areplayed_items,
     record_items,
+    replayed_items,
 )
 from sftrace.integrations._sdk_errors import sdk_error_codec
 
@@ -82,22 +85,24 @@ class AsyncRecordingStreamMixin(_RecordingStreamBase):
 
 
 class ReplayStreamMixin:
-    """A stream answered from a recording: yields the recorded items, sends nothing."""
+    """A stream answered from a recording: yields the recorded items and ends as the
+    recording did (see ``StreamReplay``), sends nothing."""
 
     response: Any
     _iterator: Iterator[Any]
 
-    def __init__(self, items: list[Any], response: Any) -> None:
+    def __init__(self, replay: StreamReplay, response: Any) -> None:
         self.response = response
-        self._iterator = iter(items)
+        self._sftrace_replay = replay
+        self._iterator = replayed_items(replay)
+        # A stream dropped before it was iterated still ends its span.
+        weakref.finalize(self, replay.close).atexit = False
 
     def close(self) -> None:
-        self._iterator = iter(())
-
-
-async def _async_items(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item
+        try:
+            cast(Generator[Any, None, None], self._iterator).close()
+        finally:
+            self._sftrace_replay.close()
 
 
 class AsyncReplayStreamMixin:
@@ -106,12 +111,17 @@ class AsyncReplayStreamMixin:
     response: Any
     _iterator: AsyncIterator[Any]
 
-    def __init__(self, items: list[Any], response: Any) -> None:
+    def __init__(self, replay: StreamReplay, response: Any) -> None:
         self.response = response
-        self._iterator = _async_items(items)
+        self._sftrace_replay = replay
+        self._iterator = areplayed_items(replay)
+        weakref.finalize(self, replay.close).atexit = False
 
     async def close(self) -> None:
-        self._iterator = _async_items([])
+        try:
+            await cast(AsyncGenerator[Any, None], self._iterator).aclose()
+        finally:
+            self._sftrace_replay.close()
 
 
 # --- declaring an SDK -------------------------------------------------------------------
@@ -125,8 +135,8 @@ class SDK:
     async_stream: type
     recording_stream: Callable[[Any, StreamRecorder], Any]
     async_recording_stream: Callable[[Any, StreamRecorder], Any]
-    replay_stream: Callable[[list[Any], Any], Any]
-    async_replay_stream: Callable[[list[Any], Any], Any]
+    replay_stream: Callable[[StreamReplay, Any], Any]
+    async_replay_stream: Callable[[StreamReplay, Any], Any]
     # (type, JSON) -> object, the way the SDK builds a response from the JSON it received
     construct: Callable[[Any, JSON], Any]
     request_id_header: str

@@ -40,7 +40,8 @@ The response, as recorded:
     when the SDK had one. A streamed response is ``{"chunks": [...], "complete": ...,
     "model": ..., "usage": ...}``: every raw stream event in order, whether the caller
     read the stream to its end, and the usage of ``message_start`` updated by
-    ``message_delta`` (input and output tokens).
+    ``message_delta`` (input and output tokens). A stream that raised keeps the events
+    read before the exception, which is the call's error.
 
 During a frozen replay:
     nothing is sent. ``messages.create`` returns a real ``Message`` built from the
@@ -49,7 +50,9 @@ During a frozen replay:
     event types; ``messages.stream(...)`` the SDK's own ``MessageStreamManager`` over
     them, so ``text_stream``, ``get_final_message()``, ``get_final_text()`` and
     iteration work as with the API. ``.response`` of a replayed stream is a placeholder
-    200 response with the recorded ``request-id``.
+    200 response with the recorded ``request-id``. After its recorded events a replayed
+    stream ends as the recorded one did: it ends, raises the recorded exception, or
+    (the recorded caller stopped reading there) diverges if read further.
 
 Not recorded: ``with_raw_response``/``with_streaming_response`` calls (logged once;
 they reach the network during a replay too), ``client.beta.messages`` and other

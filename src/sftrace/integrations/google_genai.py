@@ -76,15 +76,20 @@ from sftrace._record.llm import llm_spec
 from sftrace.integrations._common import (
     JSON,
     ClassPatches,
+    Ending,
     Options,
     StreamRecorder,
+    StreamReplay,
     arecord_items,
+    areplayed_items,
+    await_recorded_cancellation,
     ending,
     input_json,
     inside_sdk_call,
     record_items,
-    recorded_chunks,
     recording_run,
+    replayed_items,
+    substitute_stream,
     summary,
     type_serializer,
 )
@@ -194,15 +199,32 @@ class _Turn:
     def aitems(self, source: Any, recorder: StreamRecorder) -> Any:
         return source
 
-    def restore(self, output: JSON, *, is_async: bool) -> Any:
-        return _restore(self.kwargs, output, stream=self.stream, is_async=is_async)
+    def restore(self, output: JSON) -> Any:
+        return _response(self.kwargs, output)
+
+    def replayed(self, end: Ending, *, is_async: bool) -> Any:
+        """The recorded stream, as the SDK's responses (see ``StreamReplay``)."""
+        _, replay = self._substitute(end, "google-genai generate_content_stream")
+        return areplayed_items(replay) if is_async else replayed_items(replay)
+
+    def _substitute(self, end: Ending, what: str) -> tuple[JSON, StreamReplay]:
+        return substitute_stream(
+            end.call, end, lambda chunk: _response(self.kwargs, chunk), what=what
+        )
+
+
+def _replayed(end: Ending, turn: _Turn, *, is_async: bool) -> Any:
+    """The recorded answer to a call a replay does not make."""
+    if turn.stream:
+        return turn.replayed(end, is_async=is_async)
+    return end.call.substitute(turn.restore)
 
 
 def _call_sync(call: BoundaryCall, turn: _Turn, original: Any) -> Any:
     """Answer ``call`` from the recording, or run ``original()`` and record it."""
     with ending(call) as end:
         if not call.runs_body:
-            return call.substitute(functools.partial(turn.restore, is_async=False))
+            return _replayed(end, turn, is_async=False)
         if turn.stream:
             end.hand_off()
             recorder = turn.recorder(call)
@@ -217,7 +239,8 @@ async def _call_async(call: BoundaryCall, turn: _Turn, original: Any) -> Any:
     """The async twin of :func:`_call_sync` (``original()`` is awaited)."""
     with ending(call) as end:
         if not call.runs_body:
-            return await call.asubstitute(functools.partial(turn.restore, is_async=True))
+            await await_recorded_cancellation(call)
+            return _replayed(end, turn, is_async=True)
         with inside_sdk_call():
             response = await original()
         if turn.stream:
@@ -413,22 +436,22 @@ class _ChatTurn(_Turn):
             yield item
         recorder.extra.update(self.appended())
 
-    def restore(self, output: JSON, *, is_async: bool) -> Any:
+    def restore(self, output: JSON) -> Any:
         if not isinstance(output, dict):
             return output
-        if not self.stream:
-            self.extend(output)
-            return _response(self.kwargs, output.get("response"))
-        what = "google-genai chat send_message_stream"
-        items = [_response(self.kwargs, chunk) for chunk in recorded_chunks(output, what=what)]
-        return self._areplayed(items, output) if is_async else self._replayed(items, output)
+        self.extend(output)
+        return _response(self.kwargs, output.get("response"))
 
-    def _replayed(self, items: list[Any], output: dict[str, Any]) -> Iterator[Any]:
-        yield from items
+    def replayed(self, end: Ending, *, is_async: bool) -> Any:
+        output, replay = self._substitute(end, "google-genai chat send_message_stream")
+        return self._areplayed(replay, output) if is_async else self._replayed(replay, output)
+
+    def _replayed(self, replay: StreamReplay, output: dict[str, Any]) -> Iterator[Any]:
+        yield from replayed_items(replay)
         self.extend(output)
 
-    async def _areplayed(self, items: list[Any], output: dict[str, Any]) -> AsyncIterator[Any]:
-        for item in items:
+    async def _areplayed(self, replay: StreamReplay, output: dict[str, Any]) -> AsyncIterator[Any]:
+        async for item in areplayed_items(replay):
             yield item
         self.extend(output)
 
@@ -508,20 +531,6 @@ def _summarize(chunks: list[JSON]) -> dict[str, Any]:
 
 
 # --- replay ----------------------------------------------------------------------------
-
-
-def _restore(kwargs: dict[str, Any], output: JSON, *, stream: bool, is_async: bool) -> Any:
-    """The recorded answer as the SDK's own ``GenerateContentResponse`` objects."""
-    if not stream:
-        return _response(kwargs, output)
-    what = "google-genai generate_content_stream"
-    items = [_response(kwargs, chunk) for chunk in recorded_chunks(output, what=what)]
-    return _replayed_async(items) if is_async else iter(items)
-
-
-async def _replayed_async(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item
 
 
 def _response(kwargs: dict[str, Any], data: JSON) -> Any:

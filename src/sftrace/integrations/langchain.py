@@ -74,12 +74,15 @@ from sftrace._record.run import ActiveRun, current_run
 from sftrace.integrations._common import (
     Options,
     StreamRecorder,
+    StreamReplay,
     arecord_items,
+    areplayed_items,
     ending,
     record_items,
-    recorded_chunks,
     refuse_other_shape,
+    replayed_items,
     request_json,
+    substitute_stream,
 )
 from sftrace.integrations._langchain_messages import (
     chunk_json,
@@ -260,7 +263,7 @@ class _StreamingTracedChatModel(TracedChatModel):
             return
         call = self._begin(run, messages, stop, kwargs)
         if not call.runs_body:
-            yield from _replayed_chunks(call)
+            yield from replayed_items(_replayed_stream(call))
             return
         recorder, source = _open_stream(
             call, lambda: self.inner._stream(messages, stop=stop, **call_kwargs)
@@ -282,7 +285,7 @@ class _StreamingTracedChatModel(TracedChatModel):
             return
         call = self._begin(run, messages, stop, kwargs)
         if not call.runs_body:
-            for chunk in _replayed_chunks(call):
+            async for chunk in areplayed_items(_replayed_stream(call)):
                 yield chunk
             return
         recorder, source = _open_stream(
@@ -321,14 +324,11 @@ def _open_stream(call: BoundaryCall, open_source: Callable[[], S]) -> tuple[Stre
         raise
 
 
-def _replayed_chunks(call: BoundaryCall) -> list[ChatGenerationChunk]:
-    """The recorded chunks of a replayed stream (the call's span ends here)."""
-    with ending(call):
+def _replayed_stream(call: BoundaryCall) -> StreamReplay:
+    """The recorded chunks of a replayed stream and how it ends (see ``StreamReplay``)."""
+    with ending(call) as end:
         _refuse_other_shape(call, streamed=True)
-        output = call.substitute(lambda value: value)
-        return [
-            restore_chunk(chunk) for chunk in recorded_chunks(output, what="a chat model stream")
-        ]
+        return substitute_stream(call, end, restore_chunk, what="a chat model stream")[1]
 
 
 def wrap_chat_model(

@@ -58,6 +58,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, cast
 
@@ -75,16 +76,21 @@ from sftrace._record.llm import llm_spec
 from sftrace.integrations._common import (
     JSON,
     ClassPatches,
+    Ending,
     Options,
     StreamRecorder,
+    StreamReplay,
     arecord_items,
+    areplayed_items,
+    await_recorded_cancellation,
     ending,
     inside_sdk_call,
     materialize,
     record_items,
-    recorded_chunks,
     recording_run,
+    replayed_items,
     request_json,
+    substitute_stream,
     summary,
     wire_json,
 )
@@ -203,7 +209,7 @@ def _call_sync(options: Options, kwargs: dict[str, Any], function: Callable[...,
     call, kwargs = begun
     with ending(call) as end:
         if not call.runs_body:
-            return call.substitute(functools.partial(_restore, kwargs, is_async=False))
+            return _replayed(end, kwargs)
         with inside_sdk_call():
             response = function(**kwargs)
         if isinstance(response, CustomStreamWrapper):
@@ -222,7 +228,8 @@ async def _call_async(
     call, kwargs = begun
     with ending(call) as end:
         if not call.runs_body:
-            return await call.asubstitute(functools.partial(_restore, kwargs, is_async=True))
+            await await_recorded_cancellation(call)
+            return _replayed(end, kwargs)
         with inside_sdk_call():
             response = await function(**kwargs)
         if isinstance(response, CustomStreamWrapper):
@@ -264,12 +271,22 @@ def _plain(value: Any) -> bool:
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
-def _restore(kwargs: dict[str, Any], output: JSON, *, is_async: bool) -> Any:
-    """The recorded answer as LiteLLM's own objects."""
-    if kwargs.get("stream"):
-        chunks = recorded_chunks(output, what="litellm completion(stream=True)")
-        items = [ModelResponseStream(**chunk) for chunk in chunks]
-        return _ReplayStream(items, kwargs, is_async=is_async)
+def _replayed(end: Ending, kwargs: dict[str, Any]) -> Any:
+    """The recorded answer to a call a replay does not make, as LiteLLM's own objects."""
+    call = end.call
+    if not kwargs.get("stream"):
+        return call.substitute(_restore)
+    _, replay = substitute_stream(
+        call,
+        end,
+        lambda chunk: ModelResponseStream(**chunk),
+        what="litellm completion(stream=True)",
+    )
+    return _ReplayStream(replay, kwargs)
+
+
+def _restore(output: JSON) -> Any:
+    """A recorded response as a ``ModelResponse``."""
     if not isinstance(output, dict):
         return output
     data = dict(output)
@@ -313,17 +330,21 @@ class _RecordingStream(CustomStreamWrapper):  # type: ignore[misc]
 
 
 class _ReplayStream(CustomStreamWrapper):  # type: ignore[misc]
-    """A ``CustomStreamWrapper`` yielding recorded chunks; it sends nothing."""
+    """A ``CustomStreamWrapper`` yielding recorded chunks and ending as the recorded stream
+    did (see ``StreamReplay``); it sends nothing."""
 
-    def __init__(self, items: list[Any], kwargs: dict[str, Any], *, is_async: bool) -> None:
+    def __init__(self, replay: StreamReplay, kwargs: dict[str, Any]) -> None:
         self.model = str(kwargs.get("model") or "")
         self.custom_llm_provider = kwargs.get("custom_llm_provider")
-        self.chunks = list(items)
+        self.chunks = list(replay.items)
         self.completion_stream = None
         self.logging_obj = None
         self.sent_last_chunk = False
-        self._sftrace_items = iter(items)
-        self._sftrace_is_async = is_async
+        # Started by the first read: only the one the caller iterates runs.
+        self._sftrace_items = replayed_items(replay)
+        self._sftrace_aitems = areplayed_items(replay)
+        # A stream dropped before its end still ends its span.
+        weakref.finalize(self, replay.close).atexit = False
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -335,10 +356,7 @@ class _ReplayStream(CustomStreamWrapper):  # type: ignore[misc]
         return self
 
     async def __anext__(self) -> Any:
-        try:
-            return next(self._sftrace_items)
-        except StopIteration:
-            raise StopAsyncIteration from None
+        return await self._sftrace_aitems.__anext__()
 
 
 # --- errors ---------------------------------------------------------------------------

@@ -40,14 +40,17 @@ The response, as recorded:
     chunk (``ChatCompletionChunk``, or Responses API event) in order, whether the caller
     read the stream to its end, and the usage of the final chunk (send
     ``stream_options={"include_usage": True}`` to get it for chat completions) or of the
-    ``response.completed`` event.
+    ``response.completed`` event. A stream that raised keeps the chunks read before the
+    exception, which is the call's error.
 
 During a frozen replay:
     nothing is sent. ``create`` returns a real ``ChatCompletion``/``Response`` built from
     the recorded JSON the way the SDK builds it from an HTTP body; with ``stream=True`` it
     returns an ``openai.Stream``/``openai.AsyncStream`` yielding the recorded chunks as
     the SDK's own chunk types (iteration, ``with``, ``close()``; ``.response`` is a
-    placeholder 200 response with the recorded ``x-request-id``).
+    placeholder 200 response with the recorded ``x-request-id``). After its recorded
+    chunks a replayed stream ends as the recorded one did: it ends, raises the recorded
+    exception, or (the recorded caller stopped reading there) diverges if read further.
 
 Not recorded: calls made through ``with_raw_response``/``with_streaming_response``
 (logged once; they reach the network during a replay too), ``chat.completions.parse``,
