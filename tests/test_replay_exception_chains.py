@@ -4,6 +4,8 @@ so a handler reading them replays the recorded run."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 import orjson
@@ -110,3 +112,19 @@ def test_a_crafted_chain_is_rebuilt_only_as_deep_as_allowed() -> None:
         current = current.__cause__
         depth += 1
     assert depth == 8
+
+
+async def _fails(task: str) -> None:
+    raise KeyError("missing")
+
+
+def test_an_async_agents_failure_gets_no_context_from_the_replay_itself(tmp_path: Path) -> None:
+    """replay_run started asyncio.run inside an `except RuntimeError` block: every
+    exception of an async agent had RuntimeError('no running event loop') as its
+    __context__, which a saved replay recorded as the failure's cause."""
+    path = tmp_path / "a.sftrace"
+    with contextlib.suppress(KeyError), record("async", output=path, run_input="t"):
+        asyncio.run(_fails("t"))
+    result = replay_run(path, _fails)
+    assert isinstance(result.error, KeyError)
+    assert result.error.__context__ is None

@@ -257,6 +257,10 @@ def _run_coroutine(coroutine: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:  # outside the except block: the agent's errors get no __context__ here
         return asyncio.run(coroutine)
     # A loop is running in this thread: run ours in a worker thread with the same context.
     context = contextvars.copy_context()
