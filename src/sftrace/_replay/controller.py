@@ -130,8 +130,13 @@ class ReplayController:
             if self.match is MatchMode.STRICT
             else None
         )
-        # For a recording whose calls overlapped: answers go out in the recorded end order.
-        self.completion = completion_order(calls, self._inner)
+        # For a recording whose calls overlapped: answers go out in the recorded end order
+        # (a strict replay knows already whether any did: concurrency_of).
+        self.completion = (
+            completion_order(calls, self._inner)
+            if self.concurrency is not None or self.match is MatchMode.UNORDERED
+            else None
+        )
         self.reordered = 0  # calls a strict replay took before earlier concurrent ones
         # The reached number -> the replayed call's seq, where the two differ.
         self.replayed_seqs: dict[int, int] = {}
