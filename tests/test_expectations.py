@@ -144,13 +144,22 @@ def test_a_list_for_one_call_name_is_refused_not_passed(
         check(result)
 
 
-def test_assertions_mention_a_divergence(tmp_path: Path) -> None:
-    """When the replay diverged, a failed assertion says so (it is often the cause)."""
+def test_assertions_on_calls_fail_on_a_diverged_replay(tmp_path: Path) -> None:
+    """A diverged replay stopped the agent where it left the recording: a check of its
+    calls cannot pass on it. ``assert_not_called`` passed because the forbidden call,
+    after the divergence, was never reached: a reintroduced bug went green."""
     bundle = record_steps(tmp_path / "run.sftrace", STEPS, output=OUTPUT)
     changed = [tool("lookup_order", {"id": "A-1"}, order_id="B-2", verbose=False)]
     diverged = sftrace.replay_run(bundle, lambda: play(changed, OUTPUT))
-    with pytest.raises(AssertionError, match="the replay diverged: replay diverged at call 1"):
-        t.assert_called(diverged, "issue_refund")
+    for check in (
+        lambda: t.assert_called(diverged, "issue_refund"),
+        lambda: t.assert_not_called(diverged, "issue_refund"),
+        lambda: t.assert_call_count(diverged, "issue_refund", 0),
+        lambda: t.assert_max_calls(diverged, 10),
+        lambda: t.assert_order(diverged, "lookup_order"),
+    ):
+        with pytest.raises(AssertionError, match="the replay diverged, so the calls the agent"):
+            check()
     with pytest.raises(AssertionError, match="diverged from the recording"):
         t.assert_no_divergence(diverged)
 

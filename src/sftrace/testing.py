@@ -104,12 +104,25 @@ def isolated_tracing(
 
 
 def _calls(result: ReplayResult | Bundle) -> list[Call]:
-    """The calls the run made (a replay's with those answered inside covered calls)."""
+    """The calls the run made (a replay's with those answered inside covered calls).
+
+    A replay that diverged stopped the agent where it left the recording: the calls it
+    would have made after that are unknown, so no check of them can pass (a
+    ``not_called`` would hold only because the agent was stopped before the call).
+    """
+    __tracebackhide__ = True
     calls = getattr(result, "made_calls", None) or getattr(result, "calls", None)
     if not isinstance(calls, list):
         raise TypeError(
             f"expected a ReplayResult (from sftrace.replay_run) or a Bundle, got "
             f"{type(result).__qualname__}"
+        )
+    divergence = getattr(result, "divergence", None)
+    if divergence is not None:
+        first = str(divergence).strip().splitlines()[0]
+        raise AssertionError(
+            f"the replay diverged, so the calls the agent makes after that point are "
+            f"unknown and no check of its calls can pass: {first}"
         )
     return calls
 
