@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -161,6 +162,24 @@ def test_the_replay_fixture(pytester: pytest.Pytester, agent: str) -> None:
             '*$.decision: expected "denied", replayed "refunded"',
         ]
     )
+
+
+def test_a_relative_bundle_path_is_the_test_files_first(
+    pytester: pytest.Pytester, agent: str
+) -> None:
+    """A stale bundle of the same name in the working directory (bundles moved, an old
+    copy left behind) must not be replayed instead of the one next to the test."""
+    tests = pytester.mkdir("tests")
+    (tests / "bundles").mkdir()
+    shutil.copytree(pytester.path / "bundles" / "late.sftrace", tests / "bundles" / "late.sftrace")
+    (pytester.path / "bundles" / "late.sftrace" / "spans.jsonl").write_text("not a bundle\n")
+    (tests / "test_here.py").write_text(
+        "from pathlib import Path\n\n"
+        "def test_it(sftrace_replay):\n"
+        f"    result = sftrace_replay('bundles/late.sftrace', '{agent}:buggy')\n"
+        "    assert result.bundle.path == Path(__file__).parent / 'bundles' / 'late.sftrace'\n"
+    )
+    _run(pytester, "tests").assert_outcomes(passed=1)  # from the root: the stale one exists
 
 
 def test_importing_the_plugin_is_cheap() -> None:

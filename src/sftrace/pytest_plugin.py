@@ -50,9 +50,11 @@ class Replayer:
         self.base = base
 
     def _bundle(self, bundle: Bundle | str | os.PathLike[str]) -> Bundle | str | os.PathLike[str]:
+        """A relative path is the test file's first (the same bundle from any working
+        directory), else the working directory's."""
         if isinstance(bundle, str | os.PathLike):
             path = Path(bundle)
-            if not path.is_absolute() and not path.exists() and (self.base / path).exists():
+            if not path.is_absolute() and (self.base / path).exists():
                 path = self.base / path
             return path.resolve() if path.exists() else path
         return bundle
