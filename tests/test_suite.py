@@ -248,6 +248,15 @@ BROKEN = [
     pytest.param('entrypoint = "nocolon"\n[[cases]]\nname = "a"', None, "module:function", id="ep"),
     pytest.param('[[cases]]\nbundle = "b"', None, "cases[1] needs a non-empty 'name'", id="name"),
     pytest.param(
+        '[[cases]]\nnme = "a"\nbundle = "b"', "cases[1]", "did you mean 'name'", id="name-typo"
+    ),
+    pytest.param(
+        '[[cases]]\nname = "refunds::late"\nbundle = "b"', None, "holds '::'", id="name-colons"
+    ),
+    pytest.param(
+        '[[cases]]\nname = "two\\nlines"\nbundle = "b"', None, "control character", id="name-nl"
+    ),
+    pytest.param(
         '[[cases]]\nname = "a"\nbundel = "b"', "a", "did you mean 'bundle'", id="case-key"
     ),
     pytest.param('[[cases]]\nname = "a"', "a", "missing 'bundle'", id="no-bundle"),

@@ -329,7 +329,15 @@ class _Loader:
             raise self.fail(f"cases[{index}] must be a table, got {raw!r}")
         name = raw.get("name")
         if not isinstance(name, str) or not name.strip():
+            if name is None:  # a misspelt key says so first ("did you mean 'name'")
+                self.keys(raw, _CASE_KEYS, "case key", f"cases[{index}]")
             raise self.fail(f"cases[{index}] needs a non-empty 'name', got {name!r}")
+        if "::" in name or not name.isprintable():
+            raise self.fail(
+                f"cases[{index}]: the case name {name!r} holds '::' or a control character; "
+                f"pytest names a case <suite file>::<case name>, and could not select it "
+                f"(-k, --lf): use other separators"
+            )
         self.keys(raw, _CASE_KEYS, "case key", name)
         entrypoint = raw.get("entrypoint", suite_entrypoint)
         if entrypoint is None:
