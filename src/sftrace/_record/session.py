@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -227,7 +230,15 @@ class RecordingSession:
     async def __aenter__(self) -> RecordingSession:
         span = self._begin()
         if span is not None:
-            await asyncio.to_thread(self._register)  # creating the journal is disk I/O
+            # Creating the journal is disk I/O, in a thread. A cancellation meanwhile (a
+            # client gone, a server shutting down) must not leave a locked journal of a
+            # run that never started: it is removed once created.
+            registered = _in_thread(self._register)
+            try:
+                await asyncio.shield(registered)
+            except asyncio.CancelledError:
+                registered.add_done_callback(lambda _: self._discard())
+                raise
         self._activate()
         return self
 
@@ -238,7 +249,15 @@ class RecordingSession:
         tb: TracebackType | None,
     ) -> None:
         if self._deactivate(exc):
-            await asyncio.to_thread(self._end_span)  # finishing the bundle is disk I/O
+            # Finishing the bundle is disk I/O, in a thread that finishes it whatever
+            # happens here: a cancellation while it runs (asyncio, anyio cancel scopes
+            # cancelling again at every await) left runs unfinished, their journals locked.
+            ended = _in_thread(self._end_span)
+            try:
+                await asyncio.shield(ended)
+            except asyncio.CancelledError:
+                ended.add_done_callback(lambda _: self._collect_quietly(exc))
+                raise
             self._collect(exc)
 
     # -- internals ---------------------------------------------------------------------
@@ -373,6 +392,22 @@ class RecordingSession:
         assert self._run is not None
         self._run.span.end()
 
+    def _discard(self) -> None:
+        """The block never ran (cancelled while its journal was created): no bundle."""
+        run, state = self._run, self._state
+        if run is None or state is None:
+            return
+        if self._registered:
+            state.bundle_exporter.discard_run(run.trace_id)
+        run.span.end()
+
+    def _collect_quietly(self, exc: BaseException | None) -> None:
+        """:meth:`_collect` where nothing may raise (a callback of the event loop)."""
+        try:
+            self._collect(exc)
+        except Exception as error:  # strict mode's BundleError: logged, not raised
+            log_once("writing the bundle", error)
+
     def _collect(self, exc: BaseException | None) -> None:
         """Find out whether the bundle was written; report a failure to write it."""
         run, state = self._run, self._state
@@ -398,6 +433,35 @@ class RecordingSession:
             exc.add_note(f"sftrace: the bundle of this run could not be saved: {error}")
         else:
             internal_error("writing the bundle", error)
+
+
+def _in_thread(work: Callable[[], None]) -> asyncio.Future[None]:
+    """Run ``work`` in a thread of its own; the future ends with it. Unlike
+    ``asyncio.to_thread``, cancelling the awaiting task never stops ``work`` from running
+    (a job queued in the loop's executor can be dropped), and the thread is not a daemon,
+    so the process waits for it at exit."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def run() -> None:
+        error: BaseException | None = None
+        try:
+            work()
+        except BaseException as exc:  # handed to the awaiting task
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=run, name="sftrace-bundle").start()
+    return done
 
 
 def record(
