@@ -324,3 +324,36 @@ def test_starting_a_thread_twice_fails_as_without_sftrace(tmp_path: Path) -> Non
         with pytest.raises(RuntimeError, match="threads can only be started once"):
             worker.start()
     assert "run" not in vars(worker)
+
+
+def test_an_asyncio_task_outside_the_run_is_never_adopted(tmp_path: Path) -> None:
+    """A web server: while one request records, another request's task (a health probe,
+    a background job started by an earlier request) makes a call. It carries no run, and
+    is not the recording's: adopting it put one request's calls into another's bundle,
+    which then replayed as diverged."""
+
+    async def main() -> None:
+        recording = asyncio.Event()
+        finish = asyncio.Event()
+
+        async def request_a() -> None:
+            async with record("svc", output=tmp_path / "a.sftrace") as session:
+                lookup(1, 0)
+                recording.set()
+                await finish.wait()
+                lookup(1, 1)
+                session.set_output("done")
+
+        async def health_probe() -> None:
+            await recording.wait()
+            lookup(99, 0)  # this task was started outside any run
+            finish.set()
+
+        await asyncio.gather(request_a(), health_probe())
+
+    threads.reset_warning()
+    asyncio.run(main())
+    assert [c.input for c in load_bundle(tmp_path / "a.sftrace").calls] == [
+        {"who": 1, "step": 0},
+        {"who": 1, "step": 1},
+    ]

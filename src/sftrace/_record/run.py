@@ -10,6 +10,8 @@ is logged once.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import itertools
 import os
 import sys
@@ -66,6 +68,7 @@ class ActiveRun:
         self.closed = False
         self.fork_warned = False  # see _warn_before_fork
         self.nesting_warned = False  # a record() was started inside this recording
+        self.adoption_noted = False  # a call without context was recorded into this run
         # seq -> the BoundarySpec of each call started and not yet ended (see exit_run),
         # and those still running when the run ended
         self.open_calls: dict[int, Any] = {}
@@ -185,15 +188,39 @@ def context_run() -> ActiveRun | None:
 
 
 def _adopt() -> ActiveRun | None:
-    """The run of a call that carries none: the one recording, if it is the only run."""
+    """The run of a call that carries none: the one recording, if it is the only run and
+    the call is made in a bare thread (see :func:`_bare_thread`)."""
     with _active_lock:
         recordings = [run for run in _active if run.replay is None]
         replays = len(_active) - len(recordings)
-    if len(recordings) == 1 and replays == 0:
-        return recordings[0]
+    if len(recordings) == 1 and replays == 0 and _bare_thread():
+        run = recordings[0]
+        if not run.adoption_noted:
+            run.adoption_noted = True
+            logger.info(
+                "sftrace: a call made in a thread that carries no run's context (a thread "
+                "started before the run, fed through a queue?) was recorded into run %s, "
+                "the only run recording",
+                run.run_id,
+            )
+        return run
     if recordings or replays:
         threads.warn_unattributed(len(recordings), replays)
     return None
+
+
+def _bare_thread() -> bool:
+    """Whether the caller runs in a thread with a context of its own making: no event
+    loop running in it, and no context variable set (a thread started with
+    ``threading.Thread`` before the run). An asyncio task, or work run in a context copied
+    from one (a web server's request handlers, their background tasks, a sync endpoint
+    in a worker thread), belongs to whoever started it, not to the one run recording at
+    that moment: adopting such calls put one request's calls into another's bundle."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return len(contextvars.copy_context()) == 0
+    return False
 
 
 def enter_run(run: ActiveRun) -> object:

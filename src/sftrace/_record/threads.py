@@ -218,8 +218,8 @@ def warn_unattributed(recordings: int, replays: int) -> None:
         return
     _warned = True
     logger.warning(
-        "sftrace: a call was made in a thread that carries no run's context while %d "
-        "recordings and %d replays are active; it ran for real and was recorded nowhere. "
+        "sftrace: a call was made in a thread or task that carries no run's context while "
+        "%d recordings and %d replays are active; it ran for real and was recorded nowhere. "
         "Start the thread or submit the work from inside the run (sftrace carries the "
         "run into threading.Thread and ThreadPoolExecutor work started there), or run it "
         "in a context copied inside the run (contextvars.copy_context().run)",
