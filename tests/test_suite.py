@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+import sftrace
 from regress_helpers import DENIED, record_agent, write_agent
 from sftrace import SuiteError, load_suite
 from sftrace._regress.junit import junit_xml, summary_line
@@ -405,3 +407,47 @@ def test_discovery_finds_only_suite_files(tmp_path: Path) -> None:
         tmp_path / "a" / "x.sftrace-suite.toml",
         explicit,
     ]
+
+
+def test_agents_whose_modules_share_a_name_are_not_confused(tmp_path: Path) -> None:
+    """Two suites, each with its own ``agent.py``, run in one process: the second case
+    got the first directory's module from Python's cache and judged that agent (a
+    regression in the second passed). It is now an error naming both files."""
+    import uuid
+
+    module = f"same_name_agent_{uuid.uuid4().hex[:8]}"
+    source = (
+        "from sftrace import trace_tool\n\n"
+        "@trace_tool\n"
+        "def lookup(order_id: str) -> dict:\n"
+        "    return {'status': 'shipped'}\n\n"
+        "def handle(request):\n"
+        "    return {'answer': lookup(request['id'])['status']}\n"
+    )
+    suites = []
+    for name in ("stable", "canary"):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / f"{module}.py").write_text(source)
+        with sftrace.record("a", output=directory / "run.sftrace", run_input={"id": "A1"}) as s:
+            s.set_output({"answer": "shipped"})
+            s.record_tool_call("lookup", {"order_id": "A1"}, result={"status": "shipped"})
+        suites.append(
+            _suite(
+                directory,
+                f'entrypoint = "{module}:handle"\n'
+                '[[cases]]\nname = "run"\nbundle = "run.sftrace"\n',
+                name=f"{name}.sftrace-suite.toml",
+            )
+        )
+    try:
+        (stable,) = load_suite(suites[0]).run()
+        (canary,) = load_suite(suites[1]).run()
+    finally:
+        sys.modules.pop(module, None)
+    assert stable.outcome == "passed", stable.failure_text()
+    assert canary.outcome == "error"
+    assert canary.error is not None
+    assert f"the entrypoint module '{module}' was already imported from" in canary.error
+    assert str(tmp_path / "stable") in canary.error
+    assert str(tmp_path / "canary") in canary.error

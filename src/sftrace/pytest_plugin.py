@@ -63,23 +63,44 @@ class Replayer:
         self,
         bundle: Bundle | str | os.PathLike[str],
         entrypoint: str | Entrypoint,
+        *,
+        agent_path: str | os.PathLike[str] | None = None,
         **options: Any,
     ) -> ReplayResult:
-        """Replay ``bundle`` against ``entrypoint`` (options as ``sftrace.replay_run``)."""
+        """Replay ``bundle`` against ``entrypoint`` (options as ``sftrace.replay_run``).
+
+        ``agent_path``: the directory the agent is imported from; a module of the
+        entrypoint's name imported from elsewhere first (another test's agent of the same
+        name) is refused instead of replayed.
+        """
         from sftrace._replay.run import replay_run
 
-        return replay_run(self._bundle(bundle), entrypoint, **options)
+        target = self._entrypoint(entrypoint, agent_path)
+        return replay_run(self._bundle(bundle), target, **options)
 
     async def arun(
         self,
         bundle: Bundle | str | os.PathLike[str],
         entrypoint: str | Entrypoint,
+        *,
+        agent_path: str | os.PathLike[str] | None = None,
         **options: Any,
     ) -> ReplayResult:
         """The async form, for async tests: awaits the entrypoint in the running loop."""
         from sftrace._replay.run import areplay_run
 
-        return await areplay_run(self._bundle(bundle), entrypoint, **options)
+        target = self._entrypoint(entrypoint, agent_path)
+        return await areplay_run(self._bundle(bundle), target, **options)
+
+    @staticmethod
+    def _entrypoint(
+        entrypoint: str | Entrypoint, agent_path: str | os.PathLike[str] | None
+    ) -> str | Entrypoint:
+        if agent_path is None or not isinstance(entrypoint, str):
+            return entrypoint
+        from sftrace._replay.run import resolve_entrypoint
+
+        return resolve_entrypoint(entrypoint, search_path=[agent_path])
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ nothing of how replay works::
     EXPECTED_OUTPUT = {"decision": "denied"}
 
     def test_refund(sftrace_replay):
-        result = sftrace_replay(BUNDLE, ENTRYPOINT)
+        result = sftrace_replay(BUNDLE, ENTRYPOINT, agent_path=AGENT_PATH)
         assert_expectations(result, output=EXPECTED_OUTPUT, not_called=["issue_refund"])
 
 Without expectations the test checks that the replay behaves as recorded; when the
@@ -231,7 +231,9 @@ def render_module(
 
 def _replay_call(match: MatchMode, options: Mapping[str, Any]) -> list[str]:
     """The test's ``sftrace_replay(...)`` line(s), with the options that are not defaults."""
-    arguments = [] if match is MatchMode.STRICT else [("match", _string(match.value))]
+    arguments = [("agent_path", "AGENT_PATH")]
+    if match is not MatchMode.STRICT:
+        arguments.append(("match", _string(match.value)))
     arguments += [(key, literal(value, 8)) for key, value in options.items()]
     one_line = ", ".join(f"{key}={value}" for key, value in arguments)
     call = f"    result = sftrace_replay(BUNDLE, ENTRYPOINT{', ' if one_line else ''}{one_line})"

@@ -464,7 +464,9 @@ def _run_case(case: SuiteCase, entrypoint: str | None, agent_version: str | None
     target_name = entrypoint or case.entrypoint
     try:
         with python_path(case.pythonpath):
-            target = resolve_entrypoint(target_name)
+            target = resolve_entrypoint(
+                target_name, search_path=case.pythonpath if entrypoint is None else None
+            )
             options = dataclasses.replace(
                 case.options, agent_version=check_agent_version(agent_version)
             )

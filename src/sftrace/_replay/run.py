@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import importlib
+import importlib.machinery
 import inspect
 import os
 import sys
@@ -190,8 +191,16 @@ def _canonical(value: Any) -> str:
     return unmarked(orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode())
 
 
-def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
-    """Turn ``"package.module:function"`` (or ``"module:Class.method"``) into a callable."""
+def resolve_entrypoint(
+    entrypoint: str | Entrypoint, *, search_path: Iterable[str | os.PathLike[str]] | None = None
+) -> Entrypoint:
+    """Turn ``"package.module:function"`` (or ``"module:Class.method"``) into a callable.
+
+    ``search_path``: the directories the agent is imported from (a suite's
+    ``pythonpath``, an exported test's agent directory). A module of that name imported
+    from elsewhere before (another suite's agent of the same name, in one process) is a
+    ``ConfigError``: Python would hand back that other agent, and its test would judge it.
+    """
     if callable(entrypoint):
         return entrypoint
     if not isinstance(entrypoint, str) or ":" not in entrypoint:
@@ -216,6 +225,8 @@ def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
             f"cannot import the entrypoint module {module_name!r} of {entrypoint!r}: "
             f"{type(exc).__name__}: {exc}; {hint}"
         ) from exc
+    if search_path is not None:
+        _check_imported_from(module_name, target, search_path)
     for part in attribute_path.split("."):
         try:
             target = getattr(target, part)
@@ -227,6 +238,32 @@ def resolve_entrypoint(entrypoint: str | Entrypoint) -> Entrypoint:
     if not callable(target):
         raise ConfigError(f"entrypoint {entrypoint!r} is not callable ({type(target).__name__})")
     return target  # type: ignore[no-any-return]
+
+
+def _check_imported_from(
+    module_name: str, module: Any, search_path: Iterable[str | os.PathLike[str]]
+) -> None:
+    """Refuse ``module`` when ``search_path`` holds a module of that name but ``module``
+    was imported from somewhere else (an agent installed elsewhere is fine)."""
+    location = getattr(module, "__file__", None)
+    if not isinstance(location, str):
+        return  # a namespace package or a built-in: nothing to tell
+    top = module_name.partition(".")[0]
+    directories = [str(Path(directory).resolve()) for directory in search_path]
+    spec = importlib.machinery.PathFinder.find_spec(top, directories)
+    if spec is None or spec.origin is None:
+        return  # nothing of that name there: imported from where Python finds it
+    top_module = sys.modules.get(top)
+    top_file = getattr(top_module, "__file__", None)
+    if isinstance(top_file, str) and Path(top_file).resolve() == Path(spec.origin).resolve():
+        return
+    raise ConfigError(
+        f"the entrypoint module {module_name!r} was already imported from "
+        f"{str(Path(location).resolve())!r}, not from {spec.origin!r}: two agents whose "
+        f"modules share a name cannot be replayed in one process (each gets the one "
+        f"imported first); give their modules distinct names, or run them in separate "
+        f"processes"
+    )
 
 
 def ended_by_divergence(error: BaseException | None, divergence: ReplayError | None) -> bool:
