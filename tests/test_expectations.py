@@ -262,3 +262,20 @@ def test_unreadable_documents_are_config_errors(
         path.write_text(content)
     with pytest.raises(sftrace.ConfigError, match=message):
         load_expectations(path)
+
+
+def test_an_expectation_naming_no_call_is_a_warning(tmp_path: Path) -> None:
+    """``not_called = ["issue_refnd"]`` (a typo) held whatever the agent did, silently: the
+    comparison now says the name matches no call of either run. A tool never called on
+    purpose is named too, as a warning, not a failure."""
+    bundle = record_steps(tmp_path / "run.sftrace", STEPS, output=OUTPUT)
+    result = sftrace.replay_run(bundle, lambda: play(STEPS, OUTPUT))
+    report = sftrace.compare(
+        bundle,
+        result,
+        expect=sftrace.Expectations(not_called=["issue_refnd"], counts={"lookup_order": 1}),
+    )
+    assert report.passed
+    (unknown,) = report.by_severity("warning")
+    assert unknown.code.value == "EXPECTATION_UNKNOWN_NAME"
+    assert "'issue_refnd'" in unknown.message

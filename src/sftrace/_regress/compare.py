@@ -201,7 +201,7 @@ def _against_expectations(
 ) -> tuple[list[AlignedCall], bool]:
     """The findings of ``cand`` judged against ``expect``, with how it differs from the
     baseline run as ``info``; the alignment rows."""
-    from sftrace._regress.expectations import unmet_expectations
+    from sftrace._regress.expectations import unknown_names, unmet_expectations
 
     expected_status = expect.status or "completed"
     expected_run = ComparedRun(
@@ -213,6 +213,13 @@ def _against_expectations(
     made = cand.made if cand.made is not None else cand.calls
     for message, ref in unmet_expectations(made, expect):
         builder.add(FindingCode.EXPECTATION_FAILED, message, candidate=ref)
+    for name in unknown_names(expect, base.calls, made):
+        builder.add(
+            FindingCode.EXPECTATION_UNKNOWN_NAME,
+            f"the expectations name {name!r}, which no call of the recorded or the replayed "
+            f"run has: a misspelt or renamed tool or model? (an expectation about it holds "
+            f"whatever the agent does)",
+        )
     # The difference from the recorded run is context here, not a verdict.
     context = FindingBuilder(builder.policy, builder.labels)
     rows, approximate = compare_calls(context, base, cand)

@@ -461,6 +461,24 @@ def unmet_expectations(
     return [(message, ref) for _, message, ref in _unmet(calls, expect)]
 
 
+def unknown_names(expect: Expectations, *runs: Sequence[Call]) -> list[str]:
+    """The call names ``expect`` uses that name no call of any of ``runs`` (a typo, a tool
+    renamed since): a ``not_called`` or a count of 0 of them holds whatever the agent does."""
+    names = [
+        *expect.called,
+        *expect.not_called,
+        *expect.counts,
+        *(item.name for item in expect.arguments),
+        *expect.order,
+        *(expect.sequence or ()),
+    ]
+    unknown: list[str] = []
+    for name in dict.fromkeys(names):
+        if not any(matches(call, name) for calls in runs for call in calls):
+            unknown.append(name)
+    return unknown
+
+
 def unmet_expectation_keys(calls: Sequence[Call], expect: Expectations) -> list[str]:
     """Which trajectory expectations ``calls`` do not meet, each named by a key that does
     not depend on the calls (``not_called:issue_refund``, ``arguments:1``, ``order``)."""

@@ -61,6 +61,7 @@ class FindingCode(StrEnum):
     OUTPUT_MISSING = "OUTPUT_MISSING"
     REPLAY_DIVERGED = "REPLAY_DIVERGED"
     EXPECTATION_FAILED = "EXPECTATION_FAILED"
+    EXPECTATION_UNKNOWN_NAME = "EXPECTATION_UNKNOWN_NAME"
 
 
 class Severity(StrEnum):
@@ -87,6 +88,9 @@ DEFAULT_SEVERITIES: Final[Mapping[FindingCode, Severity]] = MappingProxyType(
         FindingCode.CALL_INPUT_RELAXED: Severity.WARNING,
         # A replay with on_miss="live" ran a call the recording has no counterpart for.
         FindingCode.CALL_ADDED_LIVE: Severity.INFO,
+        # An expectation names a call neither run made: a typo, or a tool renamed since
+        # (a never-called tool named on purpose is fine: said, not failed).
+        FindingCode.EXPECTATION_UNKNOWN_NAME: Severity.WARNING,
     }
 )
 
