@@ -85,3 +85,20 @@ def test_a_run_that_waits_for_its_calls_leaves_none_unfinished(
     bundle = load_bundle(tmp_path / "w.sftrace")
     assert [call.name for call in bundle.calls] == ["quick", "slow_fetch"]
     assert A.UNFINISHED not in {item["key"] for item in bundle.run_span["attributes"]}
+
+
+def test_the_same_work_left_running_by_every_run_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server whose every request leaves the same work running would log the warning on
+    every request: after the first, it is said at INFO level."""
+    with ThreadPoolExecutor(1) as pool, caplog.at_level(logging.INFO, logger="sftrace"):
+        for index in range(3):
+            ENTERED.clear()
+            RELEASE.clear()
+            with record("server-like", output=tmp_path / f"s{index}.sftrace"):
+                future = agent(pool)
+            RELEASE.set()
+            future.result(10)
+    said = [r for r in caplog.records if "still running" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.WARNING, logging.INFO, logging.INFO]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -136,6 +137,9 @@ def own_span_context(span: Span, context: Context | None = None) -> Context:
 
 _active: list[ActiveRun] = []
 _active_lock = threading.Lock()
+# (agent, the kinds and names of the calls) of the runs that ended with calls running,
+# already said at WARNING level (see exit_run)
+_unfinished_said: set[tuple[str, frozenset[tuple[str, str]]]] = set()
 
 
 def _warn_before_fork() -> None:
@@ -250,7 +254,15 @@ def exit_run(run: ActiveRun, token: object = None) -> None:
             f"{spec.kind} {spec.name} (call {seq})" for seq, spec in sorted(still_open.items())[:5]
         )
         more = f" and {len(still_open) - 5} more" if len(still_open) > 5 else ""
-        logger.warning(
+        # Said once per agent and calls left running: a server leaving the same work
+        # running on every request would say it on every request (then: at INFO).
+        shape = (run.agent_name, frozenset((spec.kind, spec.name) for spec in still_open.values()))
+        with _active_lock:
+            repeated = shape in _unfinished_said
+            if not repeated and len(_unfinished_said) < 1024:
+                _unfinished_said.add(shape)
+        logger.log(
+            logging.INFO if repeated else logging.WARNING,
             "sftrace: run %s ended while %d of its calls were still running: %s%s. They "
             "end after the run and are not in its bundle, so a replay may reach them or "
             "not. Wait for work the run hands to threads or tasks before leaving it "
