@@ -182,7 +182,7 @@ def test_one_changed_argument_is_one_finding(agent: tuple[str, Path]) -> None:
     report = sftrace.compare(bundle, replay_run(bundle, f"{name}:changed"))
     (finding,) = report.findings
     assert finding.code is sftrace.FindingCode.REPLAY_DIVERGED
-    assert "3 later recorded calls were not reached" in finding.message
+    assert "3 recorded calls from there on were not reached" in finding.message
     (difference,) = finding.differences
     assert difference.path == "$.note"
     assert difference.candidate == PREFIX + "B-2"

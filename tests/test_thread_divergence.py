@@ -55,7 +55,7 @@ def test_the_report_leads_with_the_one_divergence(bundle: Path) -> None:
     text = report.format()
     assert "replay diverged at call 1" in text
     assert "call 2" not in text  # the follow-on mismatch is not a second story
-    assert "the replay stopped there, so 1 later recorded call was not reached" in text
+    assert "the replay stopped there, so 1 recorded call from there on was not reached" in text
     # fetch(a), reached third and answered by recorded call 1, is not a CALL_ORDER_CHANGED
     assert "1 call reached after it (concurrently, in other threads or tasks) differs" in text
     assert "--match unordered" in text

@@ -334,7 +334,8 @@ def _verdict_text(result: ReplayResult, verdict: Verdict) -> Text:
     if verdict == "incomplete":
         unused = len(result.unused)
         return Text(
-            f"diverged: {pluralize(unused, 'recorded call')} {were(unused)} never reached",
+            f"behaviour changed: {pluralize(unused, 'recorded call')} {were(unused)} never "
+            f"reached (the agent no longer makes {'it' if unused == 1 else 'them'})",
             "bold red",
         )
     return Text(

@@ -127,8 +127,8 @@ def _divergence(builder: FindingBuilder, cand: ComparedRun, calls: FindingBuilde
     message = shorten(cand.divergence.strip().splitlines()[0], 400)
     if calls.not_reached:
         message += (
-            f"; the replay stopped there, so {pluralize(calls.not_reached, 'later recorded call')}"
-            f" {were(calls.not_reached)} not reached"
+            f"; the replay stopped there, so {pluralize(calls.not_reached, 'recorded call')}"
+            f" from there on {were(calls.not_reached)} not reached"
         )
     if calls.after_divergence:
         count = calls.after_divergence
