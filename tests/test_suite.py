@@ -411,8 +411,9 @@ def test_discovery_finds_only_suite_files(tmp_path: Path) -> None:
 
 def test_agents_whose_modules_share_a_name_are_not_confused(tmp_path: Path) -> None:
     """Two suites, each with its own ``agent.py``, run in one process: the second case
-    got the first directory's module from Python's cache and judged that agent (a
-    regression in the second passed). It is now an error naming both files."""
+    got the first directory's module from Python's cache and judged that agent (the
+    canary's regression passed). It is now an error naming both files (a copy with the
+    same text is the same agent, and runs)."""
     import uuid
 
     module = f"same_name_agent_{uuid.uuid4().hex[:8]}"
@@ -428,7 +429,8 @@ def test_agents_whose_modules_share_a_name_are_not_confused(tmp_path: Path) -> N
     for name in ("stable", "canary"):
         directory = tmp_path / name
         directory.mkdir()
-        (directory / f"{module}.py").write_text(source)
+        regression = source.replace("['status']", "['status'] and 'lost'")
+        (directory / f"{module}.py").write_text(source if name == "stable" else regression)
         with sftrace.record("a", output=directory / "run.sftrace", run_input={"id": "A1"}) as s:
             s.set_output({"answer": "shipped"})
             s.record_tool_call("lookup", {"order_id": "A1"}, result={"status": "shipped"})

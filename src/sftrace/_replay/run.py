@@ -255,7 +255,7 @@ def _check_imported_from(
         return  # nothing of that name there: imported from where Python finds it
     top_module = sys.modules.get(top)
     top_file = getattr(top_module, "__file__", None)
-    if isinstance(top_file, str) and Path(top_file).resolve() == Path(spec.origin).resolve():
+    if isinstance(top_file, str) and _same_file(Path(top_file), Path(spec.origin)):
         return
     raise ConfigError(
         f"the entrypoint module {module_name!r} was already imported from "
@@ -264,6 +264,16 @@ def _check_imported_from(
         f"imported first); give their modules distinct names, or run them in separate "
         f"processes"
     )
+
+
+def _same_file(imported: Path, wanted: Path) -> bool:
+    """The same file, or two files with the same text (a copy: the same agent)."""
+    if imported.resolve() == wanted.resolve():
+        return True
+    try:
+        return imported.read_bytes() == wanted.read_bytes()
+    except OSError:
+        return False
 
 
 def ended_by_divergence(error: BaseException | None, divergence: ReplayError | None) -> bool:
