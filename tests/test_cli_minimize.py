@@ -42,8 +42,9 @@ def test_minimize_writes_the_small_bundle_and_reports_what_it_did(
     assert "calls 2 -> 2, recorded call outputs 33.4 kB -> 34 B" in result.stdout
     assert f"wrote {tmp_path / 'small.sftrace'}" in result.stdout
     assert "a strict frozen replay of it reproduces the failure" in result.stdout
-    # stderr is not a terminal here: one plain line at the end, no bar
-    (progress,) = result.stderr.splitlines()
+    # stderr is not a terminal here: one plain line at the end, no bar; then the tip
+    progress, tip = result.stderr.splitlines()
+    assert tip.startswith("tip: the minimized run keeps only what the buggy agent reads")
     assert progress.startswith("minimize: ")
     assert progress.endswith("/500 replays, call outputs 33.4 kB -> 34 B")
     validate_bundle(tmp_path / "small.sftrace")

@@ -193,3 +193,17 @@ def test_json_results(suite: tuple[Path, str]) -> None:
         "pass",
     )
     assert result.stderr.strip() == "1 passed, 0 failed"
+
+
+def test_a_report_that_cannot_be_written_is_refused_before_any_case_runs(
+    suite: tuple[Path, str], tmp_path: Path
+) -> None:
+    """--junit-xml or --html where nothing can be written: one line naming the option,
+    exit 2, before the suite runs (it ran to the end, then failed writing)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    for option, target in (("--junit-xml", blocker / "j.xml"), ("--html", blocker / "pages")):
+        result = invoke("test", suite[0], option, target)
+        assert result.exit_code == 2, result.output
+        assert f"sftrace: error: {option} " in result.stderr
+        assert "PASS" not in result.stdout

@@ -101,6 +101,13 @@ def minimize_command(
             raise
         bar.finish(done=True)
     _print_report(result)
+    if keep_passing is None:
+        echo(
+            "tip: the minimized run keeps only what the buggy agent reads; --keep-passing "
+            "MODULE:FUNCTION (the fixed agent) keeps what the fix reads too, so its test "
+            "can replay this bundle",
+            err=True,
+        )
     raise click.exceptions.Exit(EXIT_OK if result.verified else EXIT_CHANGED)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -138,3 +139,24 @@ def parse_match_ignore_option(items: tuple[str, ...]) -> dict[str, list[str]] | 
             )
         ignore.setdefault(name.strip(), []).append(path.strip())
     return ignore
+
+
+def check_output_location(path: Path | None, option: str, *, directory: bool = False) -> None:
+    """Before any agent runs: ``path`` (a report file, or with ``directory`` a directory
+    of them) can be written, else ``ConfigError`` naming ``option`` (a suite must not run
+    to the end only to fail writing its report)."""
+    if path is None:
+        return
+    folder = path if directory else path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{option} {str(path)!r}: cannot create {str(folder)!r} "
+            f"({type(exc).__name__}: {exc.strerror or exc}); give a writable location"
+        ) from None
+    if not os.access(folder, os.W_OK) or (path.exists() and path.is_dir() != directory):
+        raise ConfigError(
+            f"{option} {str(path)!r}: cannot write there; give a writable "
+            f"{'directory' if directory else 'file path'}"
+        )

@@ -26,6 +26,7 @@ from sftrace._cli.options import (
     MATCH_OPTION,
     ON_MISS_OPTION,
     TIERS_OPTION,
+    check_output_location,
     expectation_file_options,
     parse_match_ignore_option,
     parse_tiers_option,
@@ -175,6 +176,8 @@ def test_command(
     stderr = human_console(stderr=True)
     with bad_input_policy():
         check_agent_version(agent_version)
+        check_output_location(junit_path, "--junit-xml")
+        check_output_location(html_path, "--html", directory=True)
     paths = discover_suites(suites or [Path(".")])
     if not paths:
         stderr.print(

@@ -29,6 +29,7 @@ from sftrace._cli.options import (
     ON_MISS_OPTION,
     TIERS_OPTION,
     agent_stdout,
+    check_output_location,
     parse_match_ignore_option,
     parse_tiers_option,
 )
@@ -99,6 +100,7 @@ def replay_command(
     answered from BUNDLE, and say whether the recorded behaviour came back."""
     with bad_input_policy():
         # Check everything we can before any agent code runs.
+        check_output_location(html_path, "--html")
         recorded = load_bundle(bundle)
         options = ReplayOptions.build(
             mode=mode,

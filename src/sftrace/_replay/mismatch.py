@@ -212,9 +212,10 @@ def mismatch_error(
         lines.append(
             f"  the recording makes this call later, as call {later.seq}, and shows it "
             f"made after the calls before it had ended (not concurrently with them), so "
-            f"a strict replay keeps that order; if this agent's order may vary from run "
-            f"to run, match='unordered' (CLI: --match unordered) matches each call by "
-            f"kind, name and input instead of position"
+            f"a strict replay keeps that order: the agent now skips the calls recorded "
+            f"before it, or makes them after it; if its order may vary from run to run, "
+            f"match='unordered' (CLI: --match unordered) matches each call by kind, name "
+            f"and input instead of position"
         )
     if unfinished is not None and later is None:
         lines.append(unfinished_hint(unfinished, reached))
