@@ -8,6 +8,8 @@ of the live run's journal directory taken mid-run (what a SIGKILL would leave).
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +233,50 @@ def test_a_completed_recording_still_diverges_when_exhausted(tmp_path: Path) -> 
     assert result.status == "diverged"
     assert type(result.divergence) is ReplayExhaustedError
     assert result.recording_end is None
+
+
+SLOW_STARTED = threading.Event()
+RELEASE_SLOW = threading.Event()
+
+
+@trace_tool
+def slow_fetch(doc: str) -> str:
+    SLOW_STARTED.set()
+    RELEASE_SLOW.wait(10)
+    return doc.upper()
+
+
+def pool_agent(goal: str) -> list[str]:
+    """Two calls at once in a pool; the process "dies" while the slow one still runs."""
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(slow_fetch, "report")
+        if "session" in crash:  # recording: the slow call is running when the process dies
+            SLOW_STARTED.wait(10)
+        quick = pool.submit(lookup, goal)
+        found = quick.result()
+        if "session" in crash:
+            crash["partial"] = snapshot(crash["session"], crash["into"])
+        RELEASE_SLOW.set()
+        return [slow.result(), found["city"]]
+
+
+@pytest.mark.parametrize("match", ["strict", "unordered"])
+def test_a_call_still_running_among_concurrent_ones_is_where_its_thread_stops(
+    tmp_path: Path, match: str
+) -> None:
+    """The slow call was running when the process died: the bundle lacks it. Reached in
+    the replay it matches none of the recorded calls left, so it is taken to be that
+    lost call and its thread is stopped; the concurrent call is answered. Whichever the
+    pool reaches first, the unchanged agent reproduces."""
+    SLOW_STARTED.clear()
+    RELEASE_SLOW.clear()
+    bundle = killed(tmp_path, pool_agent)
+    assert [c.name for c in load_bundle(bundle).calls] == ["lookup"]
+    for _ in range(3):
+        SLOW_STARTED.clear()
+        RELEASE_SLOW.clear()
+        result = replay_run(bundle, pool_agent, match=match)
+        assert result.divergence is None, result.divergence
+        assert (result.status, result.reproduced, result.unused) == ("interrupted", True, [])
+        assert result.recording_end is not None
+        assert "taken to be one still running then" in str(result.recording_end)

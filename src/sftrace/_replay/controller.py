@@ -151,16 +151,19 @@ class ReplayController:
         self.interrupted = True
         self._inside_unfinished = inside_unfinished
 
-    def _at_recording_end(self, exc: ReplayError) -> list[int] | None:
+    def _at_recording_end(self, exc: ReplayError, reached: Reached) -> list[int] | None:
         """Whether ``exc``, raised by ``_find``, means the agent went past the end of an
         interrupted recording (see ``end_at_interruption``): None if not, else the seqs of
-        the calls left, made inside the span the process died in, now covered."""
+        the calls left, made inside the span the process died in, now covered (or, for a
+        call lost while concurrent ones went on, ``[-1]``)."""
         if not self.interrupted:
             return None
         if isinstance(exc, ReplayExhaustedError):
             return []
-        if not isinstance(exc, ReplayMismatchError) or not self._inside_unfinished:
+        if not isinstance(exc, ReplayMismatchError):
             return None
+        if not self._inside_unfinished:
+            return [-1] if self._lost_while_concurrent(reached) else None
         left = [index for index, used in enumerate(self._used) if not used]
         inside = {i for i in left if self.calls[i].seq in self._inside_unfinished}
         pending = list(inside)
@@ -176,6 +179,19 @@ class ReplayController:
             self.covered.append(self.calls[index])
         self._next = len(self.calls)
         return [self.calls[index].seq for index in sorted(inside)]
+
+    def _lost_while_concurrent(self, reached: Reached) -> bool:
+        """Whether ``reached``, matching no unused recorded call of an interrupted
+        recording whose calls ran concurrently, is taken to be a call still running when
+        the process died (lost with it): its thread or task is stopped there and the
+        others go on. The recorded calls never reached still show a changed agent."""
+        if self.concurrency is None and self.match is not MatchMode.UNORDERED:
+            return False  # a sequential recording: the divergence says what differs
+        reached_input = _Parsed(reached.input_json)
+        return not any(
+            not used and self._tier_of(call, reached, reached_input) is not None
+            for call, used in zip(self.calls, self._used, strict=True)
+        )
 
     def _index(self, tier: MatchTier) -> dict[tuple[Identity, str], deque[int]]:
         """The recorded calls by their key at ``tier`` (used ones are skipped on lookup)."""
@@ -280,7 +296,7 @@ class ReplayController:
             ):
                 self.note_matched(number, unrecorded_call(reached), "live")
                 return Decision(Action.EXECUTE)
-            inside = self._at_recording_end(exc)
+            inside = self._at_recording_end(exc, reached)
             if inside is not None:
                 ended = recording_ended_error(number, reached, len(self.calls), inside)
                 if self.recording_end is None:

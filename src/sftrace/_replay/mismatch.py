@@ -98,9 +98,17 @@ def recording_ended_error(
 ) -> RecordingEndedError:
     """Reached call ``number`` goes past the end of an ``interrupted`` recording whose
     ``count`` calls were all used, or (``inside``: the seqs of the calls left) is taken to
-    be the call the recorded process died in."""
+    be the call the recorded process died in, or (``inside == [-1]``) one of the calls
+    still running when it died, among concurrent ones."""
     where = f"call {number} ({reached.label} with input {shorten(reached.input_json, 200)})"
-    if inside:
+    if inside == [-1]:
+        message = (
+            f"the recorded run was interrupted (its process died) while calls ran "
+            f"concurrently: {where} matches none of its calls not yet used, and is taken to "
+            f"be one still running then, lost with the process; the replay stops it here "
+            f"(the other calls go on)"
+        )
+    elif inside:
         listed = ", ".join(map(str, inside[:10])) + (" ..." if len(inside) > 10 else "")
         message = (
             f"the recorded run was interrupted inside a call (its process died): recorded "

@@ -173,7 +173,7 @@ class ReplayResult:
         if recorded.status == "interrupted":
             # every recorded call matched, and the agent went on past them: a run that
             # ends short of where the recorded process died did something else
-            return self.status == "interrupted"
+            return self.status == "interrupted" and not self.unused
         if self.status != "completed":
             return False
         if recorded.has_output:
