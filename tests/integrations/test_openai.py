@@ -704,3 +704,44 @@ def test_a_key_split_across_streamed_chunks_is_redacted_in_each_chunk(
         *["[REDACTED:openai_api_key]"] * 2,
         "[REDACTED:openai_api_key] now.",
     ]
+
+
+def test_concurrent_async_streams_come_back_in_the_order_they_finished(
+    tmp_path: Path, api: fake.FakeAPI
+) -> None:
+    """Three async streamed calls at once, read as they finish (``as_completed``): the
+    replay answered the SDK's async calls without waiting for those that finished first
+    in the recording, so the unchanged agent always saw them in the order reached."""
+    for number, delay in ((1, 0.03), (2, 0.015), (3, 0.0)):  # answered 3, 2, 1
+        api.reply_stream(
+            fake.chat_chunks([f"answer {number}"]), named=False, done=True, delay=delay
+        )
+    llm = client(api, is_async=True)
+
+    async def ask(number: int) -> str:
+        request = {
+            **request_for("chat", True),
+            "messages": [{"role": "user", "content": f"q{number}"}],
+        }
+        texts = []
+        async with await llm.chat.completions.create(**request) as stream:
+            async for chunk in stream:
+                texts.append(chunk.choices[0].delta.content if chunk.choices else "")
+        return "".join(text or "" for text in texts)
+
+    def agent() -> list[str]:
+        async def main() -> list[str]:
+            return [await done for done in asyncio.as_completed([ask(n) for n in (1, 2, 3)])]
+
+        return asyncio.run(main())
+
+    path = tmp_path / "order.sftrace"
+    with record("order", output=path) as session:
+        recorded = agent()
+        session.set_output(recorded)
+    assert recorded == ["answer 3", "answer 2", "answer 1"]
+    api.offline()
+    for _ in range(3):
+        result = replay_run(path, agent)
+        assert (result.status, result.divergence) == ("completed", None)
+        assert result.output == recorded

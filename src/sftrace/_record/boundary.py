@@ -240,7 +240,7 @@ class BoundaryCall:
         assert decision is not None
         if not held and decision.recorded is not None and self._from_recording(decision):
             replay = self.run.replay
-            if replay is not None:
+            if replay is not None and not _loop_running():  # never block an event loop
                 replay.hold_answer(decision.recorded)
         if decision.action is Action.RAISE:
             assert decision.error is not None
@@ -271,6 +271,13 @@ class BoundaryCall:
     ) -> Any:
         """:meth:`substitute` for an async call (see :meth:`await_recorded_cancellation`)."""
         await self.await_recorded_cancellation()
+        await self.ahold_answer()
+        return self.substitute(restore, result_text, result_type, held=True)
+
+    async def ahold_answer(self) -> None:
+        """Before an async call answers from the recording: wait, without blocking the
+        loop, for the calls that finished before it in the recording (the SDK
+        integrations' async paths call it too, then answer through :meth:`substitute`)."""
         decision = self.decision
         replay = self.run.replay
         if (
@@ -280,7 +287,6 @@ class BoundaryCall:
             and self._from_recording(decision)
         ):
             await replay.ahold_answer(decision.recorded)
-        return self.substitute(restore, result_text, result_type, held=True)
 
     @staticmethod
     def _from_recording(decision: Decision) -> bool:
@@ -566,6 +572,15 @@ class BoundaryCall:
                 replay = self.run.replay
                 if replay is not None:
                     replay.answered(decision.recorded)
+
+
+def _loop_running() -> bool:
+    """Whether an event loop runs in this thread (a sync wait here would block it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def call_sync(

@@ -431,6 +431,9 @@ async def await_recorded_cancellation(call: BoundaryCall) -> None:
     raises it after its recorded chunks: the stream waits there (:class:`StreamReplay`)."""
     if stream_failure(call) is None:
         await call.await_recorded_cancellation()
+    # answered in the order the recording shows the calls finished (sftrace's own
+    # substitute does not wait inside an event loop: it would block it)
+    await call.ahold_answer()
 
 
 def stream_failure(call: BoundaryCall) -> BaseException | None:

@@ -240,6 +240,7 @@ class TracedChatModel(BaseChatModel):
         with ending(call):
             if not call.runs_body:
                 await call.await_recorded_cancellation()
+                await call.ahold_answer()
                 return _replayed_result(call)
             result = await self.inner._agenerate(messages, stop=stop, **call_kwargs)
             call.finish(result_output(result))
