@@ -127,6 +127,19 @@ def test_a_call_that_now_raises_is_an_error_change(tmp_path: Path) -> None:
     assert "raised ValueError: declined" in finding.message
 
 
+def test_call_errors_differing_only_in_object_addresses_are_the_same(tmp_path: Path) -> None:
+    """LangGraph cancels with a fresh object() as the message: its address differs on
+    every run, and the unchanged agent was judged CALL_ERROR_CHANGED every time. Error
+    messages are compared as run failures are (addresses, UUIDs, times masked)."""
+    first = [*BASE[:2], tool("issue_refund", error="<object object at 0x7fb0aa11>", amount=30)]
+    again = [*BASE[:2], tool("issue_refund", error="<object object at 0x7f3c9e02>", amount=30)]
+    other = [*BASE[:2], tool("issue_refund", error="declined", amount=30)]
+    a = record_steps(tmp_path / "a.sftrace", first)
+    assert sftrace.diff(a, record_steps(tmp_path / "b.sftrace", again)).passed
+    changed = sftrace.diff(a, record_steps(tmp_path / "c.sftrace", other))
+    assert [f.code for f in changed.findings] == [FindingCode.CALL_ERROR_CHANGED]
+
+
 def test_a_run_that_now_fails_is_a_status_change(tmp_path: Path) -> None:
     """Completed then failed: STATUS_CHANGED with the failure."""
     report = _diff(tmp_path, BASE, fail="boom")

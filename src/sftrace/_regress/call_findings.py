@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from sftrace._model.calls import Call, CallRef
 from sftrace._model.jsonpath import JsonPath, strip
+from sftrace._model.normalize import message_key
 from sftrace._model.text import first_line, pluralize, preview
 from sftrace._regress.align import align_calls
 from sftrace._regress.diff import Difference, content_key, value_differences
@@ -219,8 +220,8 @@ def _compare_pair(
     if (left_error is None) != (right_error is None) or (
         left_error is not None
         and right_error is not None
-        and (left_error.type, left_error.message.strip())
-        != (right_error.type, right_error.message.strip())
+        and (left_error.type, message_key(left_error.message))
+        != (right_error.type, message_key(right_error.message))
     ):
         builder.add(
             FindingCode.CALL_ERROR_CHANGED,
