@@ -162,6 +162,115 @@ def test_replay_returns_litellm_objects_without_any_request(
     assert call.attributes["gen_ai.usage.output_tokens"] == fake.USAGE["completion_tokens"]
 
 
+KEPT_HIDDEN = (
+    "custom_llm_provider",
+    "response_cost",
+    "api_base",
+    "model_id",
+    "litellm_model_name",
+    "provider_response_model",
+)
+
+
+def hidden(value: Any) -> dict[str, Any]:
+    """What an agent reads of LiteLLM's ``_hidden_params`` (run-to-run timings and ids left
+    out)."""
+    return {key: value._hidden_params.get(key, "absent") for key in KEPT_HIDDEN}
+
+
+def seen(result: Any) -> Any:
+    """Everything an agent reads of a response, or of a stream read to its end."""
+    if isinstance(result, ModelResponse):
+        return (
+            result.model_dump(),
+            [choice.logprobs for choice in result.choices],
+            hidden(result),
+        )
+    stream, chunks = result
+    return (
+        stream.model,
+        stream.custom_llm_provider,
+        hidden(stream),
+        [(chunk.model_dump(), hidden(chunk)) for chunk in chunks],
+    )
+
+
+def read_whole(api: fake.FakeAPI, *, is_async: bool, stream: bool) -> Any:
+    """An agent keeping LiteLLM's response, or its stream and the chunks it yielded."""
+
+    async def aread() -> Any:
+        result = await litellm.acompletion(**request(api, is_async=True, stream=stream))
+        return (result, [chunk async for chunk in result]) if stream else result
+
+    if is_async:
+        return seen(asyncio.run(aread()))
+    result = litellm.completion(**request(api, is_async=False, stream=stream))
+    return seen((result, list(result)) if stream else result)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_replay_hands_back_what_the_recorded_run_read(
+    tmp_path: Path, api: fake.FakeAPI, is_async: bool, stream: bool
+) -> None:
+    """The same fields (a None ``logprobs`` too), the same provider and model the stream
+    was routed to (``openai``, ``gpt-4o``, not the ``openai/gpt-4o`` asked for) and the
+    same ``_hidden_params``, on the response, the stream and each chunk."""
+    script(api, stream)
+    recorded, replayed, _ = record_then_replay(
+        tmp_path / "run.sftrace",
+        api,
+        lambda: read_whole(api, is_async=is_async, stream=stream),
+    )
+    assert replayed == recorded
+    if stream:
+        assert recorded[:2] == ("gpt-4o", "openai")
+        assert recorded[3][0][1]["custom_llm_provider"] == "openai"
+    else:
+        assert recorded[1] == [None]
+    assert recorded[2]["api_base"] == "https://api.openai.com"
+
+
+def test_an_address_is_recorded_without_its_credentials(tmp_path: Path, api: fake.FakeAPI) -> None:
+    """LiteLLM keeps the URL it called (``api_base``): recorded without the user, password
+    and query that may hold a key, whatever their form."""
+    script(api, stream=False)
+    arguments = request(api, is_async=False, stream=False) | {
+        "api_base": "http://alice:Tr0ub4dor@llm.test/v1?code=Zq9xLmN4pR7tV2wY"
+    }
+    path = tmp_path / "run.sftrace"
+    with record("agent", output=path):
+        litellm.completion(**arguments)
+    bundle = "".join(p.read_text() for p in path.iterdir() if p.is_file())
+    assert "Tr0ub4dor" not in bundle
+    assert "Zq9xLmN4pR7tV2wY" not in bundle
+    api.offline()
+    with replay(path):
+        response = litellm.completion(**arguments)
+    assert response._hidden_params["api_base"] == "http://llm.test/v1"
+
+
+def test_a_stream_recorded_before_its_routing_was_replays_where_litellm_routes_it(
+    tmp_path: Path, api: fake.FakeAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bundles recorded before the stream's own state was keep replaying, the stream
+    reporting the provider and model LiteLLM routes the call to."""
+    import sftrace.integrations.litellm as integration
+
+    script(api, stream=True)
+    path = tmp_path / "run.sftrace"
+    with monkeypatch.context() as older:
+        older.setattr(integration, "_STREAM", "not_read_by_replays", raising=False)
+        with record("agent", output=path):
+            list(litellm.completion(**request(api, is_async=False, stream=True)))
+    api.offline()
+    with replay(path) as session:
+        stream = litellm.completion(**request(api, is_async=False, stream=True))
+        assert "".join(t for t in texts(list(stream)) if t) == "".join(PIECES)
+    assert session.divergence is None
+    assert (stream.model, stream.custom_llm_provider) == ("gpt-4o", "openai")
+
+
 def read_stream(api: fake.FakeAPI, *, is_async: bool, limit: int | None = None) -> str:
     """An agent reading a stream's texts: ``limit`` chunks (None: all), keeping what it
     read if the stream raises."""

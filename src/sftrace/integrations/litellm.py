@@ -34,17 +34,22 @@ The request, as recorded and compared by a strict replay:
     ``ignore_fields``.
 
 The response, as recorded:
-    a ``ModelResponse`` as its JSON, with the provider LiteLLM used and the cost it
-    computed (``_hidden_params``: ``custom_llm_provider``, ``response_cost``). A stream is
-    ``{"chunks": [...], "complete": ..., "model": ..., "usage": ...}``: every
-    ``ModelResponseStream`` chunk in order (``stream_options={"include_usage": True}``
-    adds the usage on the last one).
+    a ``ModelResponse`` as its JSON, with where LiteLLM sent it and the cost it computed
+    (``_hidden_params``: ``custom_llm_provider``, ``response_cost``, ``api_base`` without
+    user, password or query, ``model_id``, ``litellm_model_name``,
+    ``provider_response_model``). A stream is ``{"chunks": [...], "complete": ...,
+    "model": ..., "usage": ..., "stream": ...}``: every ``ModelResponseStream`` chunk in
+    order, each with the same ``_hidden_params`` (``stream_options={"include_usage":
+    True}`` adds the usage on the last one), and the stream's own ``model``,
+    ``custom_llm_provider`` (the routed ``gpt-4o``, ``openai``) and ``_hidden_params``.
 
 During a frozen replay:
-    nothing is sent. ``completion``/``acompletion`` return a real ``ModelResponse``; with
-    ``stream=True`` a ``CustomStreamWrapper`` yielding the recorded chunks as
-    ``ModelResponseStream`` objects (``for``/``async for``), so
-    ``litellm.stream_chunk_builder`` works on them as before.
+    nothing is sent. ``completion``/``acompletion`` return a ``ModelResponse`` equal to the
+    recorded one (a None ``logprobs`` included); with ``stream=True`` a
+    ``CustomStreamWrapper`` with the recorded ``model``, ``custom_llm_provider`` and
+    ``_hidden_params`` (a stream recorded before they were: where LiteLLM routes the call)
+    yielding the recorded chunks as ``ModelResponseStream`` objects (``for``/``async
+    for``), so ``litellm.stream_chunk_builder`` works on them as before.
 
 Not recorded: LiteLLM's other endpoints (``embedding``, ``responses``, ``text_completion``,
 the ``Router``). A provider error is recorded with LiteLLM's exception type and raised
@@ -61,6 +66,7 @@ import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import litellm
 from litellm import CustomStreamWrapper, ModelResponse
@@ -117,7 +123,20 @@ TRANSPORT_ARGUMENTS = frozenset(
     }
 )
 _HIDDEN = "_hidden_params"
-_KEPT_HIDDEN = ("custom_llm_provider", "response_cost")
+# What LiteLLM keeps beside a response, a chunk or a stream (``_hidden_params``) that is
+# recorded and given back: where the call went and what it cost. Left out: what changes
+# from run to run (timings, ``litellm_call_id``) and the provider's response headers.
+_KEPT_HIDDEN = (
+    "custom_llm_provider",
+    "response_cost",
+    "api_base",
+    "model_id",
+    "litellm_model_name",
+    "provider_response_model",
+)
+# The recorded stream's own attributes: the provider and model LiteLLM routed it to.
+_STREAM = "stream"
+_STREAM_ATTRIBUTES = ("model", "custom_llm_provider")
 _patches = ClassPatches()
 # LiteLLM prefixes its exceptions' messages with their name ("litellm.RateLimitError: ").
 _MESSAGE_PREFIX = re.compile(r"^litellm\.\w+: ")
@@ -214,7 +233,7 @@ def _call_sync(options: Options, kwargs: dict[str, Any], function: Callable[...,
             response = function(**kwargs)
         if isinstance(response, CustomStreamWrapper):
             end.hand_off()
-            return _RecordingStream(response, StreamRecorder(call, _summarize, convert=_as_json))
+            return _RecordingStream(response, _stream_recorder(call, response))
         call.finish(_response_output(response))
         return response
 
@@ -234,7 +253,7 @@ async def _call_async(
             response = await function(**kwargs)
         if isinstance(response, CustomStreamWrapper):
             end.hand_off()
-            return _RecordingStream(response, StreamRecorder(call, _summarize, convert=_as_json))
+            return _RecordingStream(response, _stream_recorder(call, response))
         call.finish(_response_output(response))
         return response
 
@@ -248,27 +267,60 @@ def _as_json(value: Any) -> JSON:
     return wire_json(value)
 
 
-def _summarize(chunks: list[JSON]) -> dict[str, Any]:
-    return summary(first_model(chunks), last_usage(chunks))
+def _stream_recorder(call: BoundaryCall, stream: CustomStreamWrapper) -> StreamRecorder:
+    """The recorder of LiteLLM's ``stream``: its chunks, and the stream's own state once
+    read (LiteLLM fills in its cost as the chunks go by)."""
+
+    def summarize(chunks: list[JSON]) -> dict[str, Any]:
+        found = summary(first_model(chunks), last_usage(chunks))
+        state = {
+            name: value
+            for name in _STREAM_ATTRIBUTES
+            if isinstance(value := getattr(stream, name, None), str)
+        }
+        state |= _kept_hidden(stream)
+        return {**found, _STREAM: state} if state else found
+
+    return StreamRecorder(call, summarize, convert=_response_output)
 
 
 def _response_output(response: Any) -> JSON:
-    """A ``ModelResponse`` as recorded: its JSON, and the provider and cost LiteLLM kept."""
+    """A ``ModelResponse`` or stream chunk as recorded: its JSON, and what LiteLLM kept
+    beside it (``_KEPT_HIDDEN``)."""
     try:
         output = _as_json(response)
-        hidden = getattr(response, _HIDDEN, None)
-        if isinstance(output, dict) and isinstance(hidden, dict):
-            kept = {key: hidden[key] for key in _KEPT_HIDDEN if _plain(hidden.get(key))}
-            if kept:
-                output[_HIDDEN] = kept
+        if isinstance(output, dict):
+            output |= _kept_hidden(response)
         return output
     except Exception as exc:
         internal_error("recording a LiteLLM response", exc)
         return None
 
 
+def _kept_hidden(value: Any) -> dict[str, Any]:
+    """``{"_hidden_params": {...}}``: the ``_KEPT_HIDDEN`` entries ``value`` holds, or {}."""
+    hidden = getattr(value, _HIDDEN, None)
+    if not isinstance(hidden, dict):
+        return {}
+    kept = {key: hidden[key] for key in _KEPT_HIDDEN if key in hidden and _plain(hidden[key])}
+    if isinstance(kept.get("api_base"), str):
+        kept["api_base"] = _address(kept["api_base"])
+    return {_HIDDEN: kept} if kept else {}
+
+
+def _address(url: str) -> str:
+    """A URL without what may hold credentials (``user:password@``, the query, the
+    fragment), which the run's redaction only catches when it knows their form."""
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        return ""
+
+
 def _plain(value: Any) -> bool:
-    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
 
 
 def _replayed(end: Ending, kwargs: dict[str, Any]) -> Any:
@@ -276,25 +328,50 @@ def _replayed(end: Ending, kwargs: dict[str, Any]) -> Any:
     call = end.call
     if not kwargs.get("stream"):
         return call.substitute(_restore)
-    _, replay = substitute_stream(
+    output, replay = substitute_stream(
         call,
         end,
-        lambda chunk: ModelResponseStream(**chunk),
+        functools.partial(_restore, cls=ModelResponseStream),
         what="litellm completion(stream=True)",
     )
-    return _ReplayStream(replay, kwargs)
+    state = output.get(_STREAM) if isinstance(output, dict) else None
+    return _ReplayStream(replay, state if isinstance(state, dict) else None, kwargs)
 
 
-def _restore(output: JSON) -> Any:
-    """A recorded response as a ``ModelResponse``."""
+def _restore(output: JSON, cls: type[Any] = ModelResponse) -> Any:
+    """A recorded response (a ``ModelResponse``) or chunk (``cls``: ``ModelResponseStream``)
+    as that object, with what LiteLLM kept beside it."""
     if not isinstance(output, dict):
         return output
     data = dict(output)
     hidden = data.pop(_HIDDEN, None)
-    response = ModelResponse(**data)
+    response = cls(**data)
+    _refill(response, data)
     if isinstance(hidden, dict):
         response._hidden_params.update(hidden)
     return response
+
+
+def _refill(rebuilt: Any, recorded: JSON) -> None:
+    """Set back the None fields LiteLLM's constructors drop from what was recorded
+    (``Choices`` deletes a None ``logprobs``; LiteLLM sets it back on the responses it
+    parses, so the recorded run read None where the rebuilt object would raise)."""
+    if isinstance(recorded, list) and isinstance(rebuilt, list):
+        for rebuilt_item, recorded_item in zip(rebuilt, recorded, strict=False):
+            _refill(rebuilt_item, recorded_item)
+    if not isinstance(recorded, dict) or not hasattr(rebuilt, "model_dump"):
+        return
+    for name, value in recorded.items():
+        if not isinstance(name, str):
+            continue
+        try:
+            if not hasattr(rebuilt, name):
+                if value is None:
+                    setattr(rebuilt, name, None)
+            elif isinstance(value, (dict, list)):
+                _refill(getattr(rebuilt, name), value)
+        except Exception as exc:  # a field LiteLLM refuses: left as rebuilt
+            internal_error("restoring a LiteLLM response field", exc)
 
 
 class _RecordingStream(CustomStreamWrapper):  # type: ignore[misc]
@@ -333,9 +410,17 @@ class _ReplayStream(CustomStreamWrapper):  # type: ignore[misc]
     """A ``CustomStreamWrapper`` yielding recorded chunks and ending as the recorded stream
     did (see ``StreamReplay``); it sends nothing."""
 
-    def __init__(self, replay: StreamReplay, kwargs: dict[str, Any]) -> None:
-        self.model = str(kwargs.get("model") or "")
-        self.custom_llm_provider = kwargs.get("custom_llm_provider")
+    def __init__(
+        self, replay: StreamReplay, state: dict[str, Any] | None, kwargs: dict[str, Any]
+    ) -> None:
+        # As recorded; a stream recorded before its state was: where LiteLLM routes it.
+        if state is None:
+            provider, model = _provider(kwargs)
+            state = {"model": model, "custom_llm_provider": provider}
+        self.model = state.get("model")
+        self.custom_llm_provider = state.get("custom_llm_provider")
+        hidden = state.get(_HIDDEN)
+        self._hidden_params = dict(hidden) if isinstance(hidden, dict) else {}
         self.chunks = list(replay.items)
         self.completion_stream = None
         self.logging_obj = None
