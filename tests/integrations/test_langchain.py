@@ -18,6 +18,8 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableBinding
 from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.tracers.base import BaseTracer
+from langchain_core.tracers.schemas import Run
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -171,6 +173,53 @@ def test_wrapper_reads_through_and_wraps_once() -> None:
     assert model._llm_type == "scripted"
     with pytest.raises(ConfigError, match="BaseChatModel"):
         wrap_chat_model(object())  # type: ignore[arg-type]
+
+
+class RunNames(BaseTracer):
+    """A tracer, as LangSmith's is: the name of each run it is told about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def _start_trace(self, run: Run) -> None:
+        super()._start_trace(run)
+        self.names.append(run.name)
+
+    def _persist_run(self, run: Run) -> None:
+        pass
+
+
+def model_run_names(model: Any) -> tuple[list[str], list[str]]:
+    """The names a tracer and ``astream_events`` give the model's runs."""
+    tracer = RunNames()
+    model.invoke("Where is order 9?", config={"callbacks": [tracer]})
+
+    async def events() -> list[str]:
+        return [
+            event["name"]
+            async for event in model.astream_events("Where is order 9?", version="v2")
+            if event["event"].startswith("on_chat_model_")
+        ]
+
+    return tracer.names, sorted(set(asyncio.run(events())))
+
+
+@pytest.mark.parametrize("name", [None, "triage"], ids=["class-name", "named"])
+def test_the_wrapper_keeps_the_models_name_for_callbacks_and_events(
+    tmp_path: Path, name: str | None
+) -> None:
+    """Callbacks, LangSmith and ``astream_events`` name the model's runs as unwrapped
+    (apps filter events by ``ev["name"]``), in and out of a recording."""
+    replies = [answer()] * 4
+    unwrapped = model_run_names(ScriptedChatModel(replies=replies, name=name))
+    expected = name or "ScriptedChatModel"
+    assert unwrapped == ([expected], [expected])
+    model = wrap_chat_model(ScriptedChatModel(replies=replies, name=name))
+    assert model_run_names(model) == unwrapped
+    with record("agent", output=tmp_path / "run.sftrace"):
+        assert model_run_names(model) == unwrapped
+    assert model.bind_tools([lookup]).get_name() == expected
 
 
 class BreakingChatModel(ScriptedChatModel):

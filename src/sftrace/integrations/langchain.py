@@ -22,7 +22,8 @@ answered from the recording during a replay (the tool does not run).
 
 The wrapper sits where LangChain hands the call to the model integration (``_generate``,
 ``_agenerate``, ``_stream``, ``_astream``), so callbacks, tracing and LangGraph's
-streaming behave the same when replayed: streamed chunks are replayed one by one.
+streaming behave the same when replayed: streamed chunks are replayed one by one. The
+model's runs keep the wrapped model's name there (callbacks, LangSmith, ``astream_events``).
 
 A model call's request, as recorded and compared by a strict replay:
     ``{"messages": [...], "stop": [...], ...call keyword arguments}``: each message as its
@@ -142,6 +143,11 @@ class TracedChatModel(BaseChatModel):
             return getattr(self.__dict__["inner"], name)
 
     # -- what LangChain asks a model about itself: the wrapped model's answers ---------
+    def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
+        """The wrapped model's name (its ``name``, else its class's): the name callbacks,
+        LangSmith runs and ``astream_events`` give the model's runs, as unwrapped."""
+        return self.inner.get_name(suffix, name=name or self.name)
+
     @property
     def _llm_type(self) -> str:
         return self.inner._llm_type
