@@ -275,6 +275,28 @@ def test_reading_a_stream_further_than_the_recording_did_diverges(
     assert api.refused == []
 
 
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_reading_less_of_a_stream_than_the_recording_did_diverges(
+    tmp_path: Path, api: fake.FakeAPI, is_async: bool
+) -> None:
+    """The recorded agent read the stream to its end; a changed one stops after 2 chunks
+    (at a tool call, say). No later call need show it, and the replay said "reproduced"
+    when the output was free text: it diverges, naming how much each read."""
+    script(api, "chat", stream=True)
+    llm = client(api, is_async=is_async)
+    path = tmp_path / "run.sftrace"
+    recorded, replayed, _ = record_then_replay(
+        path, api, lambda: read_stream(llm, is_async=is_async)
+    )
+    assert replayed == recorded
+    result = replay_run(path, lambda: read_stream(llm, is_async=is_async, limit=2))
+    assert result.status == "diverged"
+    assert "stopped reading it after 2 chunks" in str(result.divergence)
+    assert "(to its end)" in str(result.divergence)
+    again = replay_run(path, lambda: read_stream(llm, is_async=is_async))
+    assert (again.status, again.divergence) == ("completed", None)
+
+
 def cut_off_agent(llm: Any, *, is_async: bool) -> str:
     """An agent keeping the text read before the connection dropped."""
     texts: list[str] = []

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
-from sftrace._errors import BundleError, ReplayExhaustedError
+from sftrace._errors import BundleError, ReplayExhaustedError, ReplayMismatchError
 from sftrace._internal import internal_error
 from sftrace._model.jsonpath import parse_paths, strip
 from sftrace._model.policy import ReplayPolicy
@@ -303,7 +303,7 @@ class StreamReplay:
     exception the agent gets then); :func:`substitute_stream` ended any other's.
     """
 
-    __slots__ = ("call", "done", "error", "incomplete", "items", "lock", "number")
+    __slots__ = ("call", "done", "error", "handed", "incomplete", "items", "lock", "number")
 
     def __init__(
         self, call: BoundaryCall, items: list[Any], output: JSON, error: BaseException | None
@@ -315,6 +315,7 @@ class StreamReplay:
         self.number = call.reached_number()
         self.done = error is None  # only a stream that raised keeps its call open
         self.lock = threading.Lock()
+        self.handed = 0  # how many items the consumer got
 
     def _claim(self) -> bool:
         with self.lock:
@@ -361,12 +362,39 @@ class StreamReplay:
         if self._claim():
             self.call.close()
 
+    def stopped_early(self) -> None:
+        """The consumer stopped reading before the last item the recorded agent read: the
+        agent changed how it reads the model's answer (it stops at a tool call now, say),
+        which no later call need show: a divergence."""
+        if self.error is not None or self.handed >= len(self.items):
+            return
+        decision, reached = self.call.decision, self.call.reached
+        if decision is None or decision.recorded is None or reached is None:
+            return
+        recorded = decision.recorded
+        self.call.diverge(
+            ReplayMismatchError(
+                f"replay diverged at call {self.number}: call {recorded.seq} "
+                f"({recorded.label}) is a stream the recorded agent read "
+                f"{pluralize(len(self.items), 'chunk')} of"
+                f"{'' if self.incomplete else ' (to its end)'}, but the replayed agent "
+                f"stopped reading it after {pluralize(self.handed, 'chunk')}: it now reads "
+                f"less of the answer",
+                call_number=self.number,
+                recorded=recorded.describe(),
+                reached=reached.describe(),
+                differences=[],
+            )
+        )
+
     def __enter__(self) -> StreamReplay:
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
         # Read to its end, closed early (GeneratorExit), or raised (as recorded, or not).
         if exc is None or isinstance(exc, GeneratorExit):
+            if exc is not None:
+                self.stopped_early()
             self.close()
         elif self._claim():
             try:
@@ -380,6 +408,7 @@ def replayed_items(replay: StreamReplay) -> Iterator[Any]:
     :class:`StreamReplay`)."""
     with replay:
         for item in replay.items:
+            replay.handed += 1
             try:
                 yield item
             except BaseException:
@@ -392,6 +421,7 @@ async def areplayed_items(replay: StreamReplay) -> AsyncIterator[Any]:
     """The async twin of :func:`replayed_items`."""
     with replay:
         for item in replay.items:
+            replay.handed += 1
             try:
                 yield item
             except BaseException:
