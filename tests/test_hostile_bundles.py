@@ -715,3 +715,45 @@ def test_fuzz_recovery_raises_only_bundle_errors(
             return
         load_bundle(written, verify_integrity=True)
         shutil.rmtree(written)
+
+
+# --- crafted values whose work must stay bounded, and what validate must catch ---------
+
+
+@pytest.mark.timeout(60)
+def test_crafted_markers_are_matched_in_bounded_time() -> None:
+    """Known-secret markers matched as holes backtracked exponentially (8 markers and a
+    120-character reply hung a replay), and '[REDACTED:' never closed made unmarked()
+    quadratic (a 1 MB value hung replay and diff)."""
+    from sftrace._model.markers import KNOWN_SECRET_MARKER, secrets_at_markers, unmarked
+
+    recorded = '{"q":"' + ("x" + KNOWN_SECRET_MARKER) * 12 + 'end"}'
+    reached = '{"q":"' + "x" * 300 + 'nope"}'
+    assert secrets_at_markers(recorded, reached) is None
+    assert unmarked("[REDACTED:" * 200_000) == "[REDACTED:" * 200_000
+    assert unmarked("a [REDACTED:rule] b") == "a [REDACTED:] b"
+
+
+def test_a_dotted_class_name_no_class_has_is_not_looked_up() -> None:
+    from sftrace._record.run import imported_object
+
+    assert imported_object("a." * 300_000 + "Reply") is None
+    assert imported_object("collections.OrderedDict") is __import__("collections").OrderedDict
+
+
+def test_validate_refuses_a_manifest_status_the_run_span_does_not_say(bundle: Path) -> None:
+    """'interrupted' makes a replay accept an agent going past the recording: a manifest
+    saying it of a run that ended is refused, not believed."""
+    edit_manifest(bundle, status="interrupted")
+    problems = validate_bundle(bundle, verify_integrity=False)
+    assert any("status is 'interrupted', but the run span" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("key", ["sftrace.output.nonfinite", "sftrace.output.unset"])
+@pytest.mark.parametrize("value", ["not json[", '{"a": 1}', '[["a", [1]]]'])
+def test_validate_checks_the_path_lists_a_replay_applies(
+    bundle: Path, key: str, value: str
+) -> None:
+    edit_span(1, set_attribute(key, {"stringValue": value}))(bundle)
+    problems = validate_bundle(bundle, verify_integrity=False)
+    assert any(key in p for p in problems), problems

@@ -436,3 +436,22 @@ def test_lookup_never_triggers_a_lazy_module_getattr() -> None:
         del sys.modules[module.__name__]
     assert type(rebuilt) is RecordedDependencyError
     assert asked == []
+
+
+def test_a_replay_that_diverged_reproduced_no_failure(tmp_path: Path) -> None:
+    """The agent turns whatever its tool raised into the recorded failure: when the
+    replay diverged (the tool's input changed), that failure was still 'reproduced'."""
+    looked_up = raising_tool("lookup", lambda: QuotaExceeded("monthly quota of 100 used"))
+
+    def agent(query: str) -> str:
+        try:
+            return looked_up(query)
+        except Exception:
+            raise RuntimeError("the agent gave up") from None
+
+    bundle = recorded(tmp_path / "g.sftrace", agent, catch=RuntimeError)
+    same = replay_run(bundle, agent)
+    assert (same.status, same.reproduced_failure, same.reproduced) == ("failed", True, True)
+    changed = replay_run(bundle, lambda query: agent(query + "!"))
+    assert changed.status == "diverged"
+    assert (changed.reproduced_failure, changed.reproduced) == (False, False)

@@ -41,14 +41,17 @@ _PLAIN_SHAPE = (str, int, list, 16, 19, 38)
 
 
 def _values_are_json(attributes: dict[str, Any]) -> bool:
-    """The call's input and output (those it has) are JSON text."""
+    """The call's input and output (those it has) are JSON text, and its path lists (see
+    ``_PATH_LISTS``) arrays of paths: else :meth:`SpanChecker._check` says what is wrong."""
     try:
         for key in (A.INPUT, A.OUTPUT):
             if key in attributes:
                 orjson.loads(attributes[key])
     except orjson.JSONDecodeError:
         return False
-    return True
+    return all(
+        _path_list_problem(attributes[key]) is None for key in _PATH_LISTS if key in attributes
+    )
 
 
 class SpanChecker:
@@ -223,8 +226,36 @@ class SpanChecker:
                         orjson.loads(value)
                     except orjson.JSONDecodeError as exc:
                         problems.append(f"span {span_id}: {key} is not valid JSON ({exc})")
+        if values:  # what a replay reads beside the output: checked up front too
+            for key in _PATH_LISTS:
+                if key in attributes:
+                    problem = _path_list_problem(attributes[key])
+                    if problem is not None:
+                        problems.append(f"span {span_id}: {key} {problem}")
         if kind == A.KIND_RUN and parent is not None:
             problems.append(f"span {span_id}: the run span must have no parent")
+
+
+# Attributes holding a JSON array of paths a replay applies to the rebuilt output.
+_PATH_LISTS = (A.OUTPUT_NONFINITE, A.OUTPUT_UNSET)
+
+
+def _path_list_problem(value: Any) -> str | None:
+    """Why ``value`` is not the JSON text of an array of paths (arrays of strings and
+    integers), None when it is."""
+    if not isinstance(value, str):
+        return "must be a JSON string"
+    try:
+        paths = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        return f"is not valid JSON ({exc})"
+    if not isinstance(paths, list) or not all(
+        isinstance(path, list)
+        and all(isinstance(step, str | int) and not isinstance(step, bool) for step in path)
+        for path in paths
+    ):
+        return "must be an array of paths (arrays of object keys and array indexes)"
+    return None
 
 
 def _decoded_attributes(

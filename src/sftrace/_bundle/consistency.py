@@ -1,4 +1,4 @@
-"""Whether a bundle's manifest agrees with its spans (totals, root span, run id)."""
+"""Whether a bundle's manifest agrees with its spans (totals, root span, run id, status)."""
 
 from __future__ import annotations
 
@@ -46,5 +46,13 @@ def consistency_problems(
         problems.append(
             f"{display}: run_id is {manifest.run_id!r}, but the run span in {SPANS_FILE} "
             f"says {span_run_id!r}"
+        )
+    # The status decides how a replay is judged ("interrupted" accepts an agent going past
+    # the recording): the manifest must say what the run span says.
+    span_status = run_attributes.get(A.STATUS)
+    if isinstance(span_status, str) and span_status != manifest.status:
+        problems.append(
+            f"{display}: status is {manifest.status!r}, but the run span in {SPANS_FILE} "
+            f"says {span_status!r}"
         )
     return problems

@@ -97,8 +97,8 @@ def _at(value: Any, path: list[Any]) -> Any:
             value = value[step]
         elif isinstance(step, str) and isinstance(value, dict):
             value = value.get(step)
-        elif isinstance(step, str) and hasattr(value, "model_fields"):
-            value = getattr(value, step, None)
+        elif isinstance(step, str) and step in (getattr(type(value), "model_fields", None) or ()):
+            value = getattr(value, step, None)  # a field of the model, nothing else
         else:
             return None
     return value

@@ -29,7 +29,9 @@ MARKER_PREFIX: Final = "[REDACTED:"
 # A marker as it stands in a value or in its JSON text (rule names hold no "]", quote or
 # backslash that JSON would escape), and markers one right after another, which compare as
 # one: a secret redacted piece by piece where it was streamed in chunks reads as several.
-_MARKER: Final = re.compile(r"(?:\[REDACTED:[^\]\"\\]*\])+")
+# A rule name is short: bounded, so text holding many "[REDACTED:" never closed (a crafted
+# bundle) is scanned in linear time, not rescanned to its end at each of them.
+_MARKER: Final = re.compile(r"(?:\[REDACTED:[^\]\"\\]{0,64}\])+")
 _UNMARKED: Final = MARKER_PREFIX + "]"
 
 
@@ -44,6 +46,11 @@ KNOWN_SECRET_MARKER: Final = marker("known_secret")
 # What a known secret may be where a replay meets it in JSON text: at least as long as
 # one the recording learns, and inside one string (no quote or backslash).
 _SECRET_HOLE: Final = r'([^"\\]{6,}?)'
+_SECRET_MIN: Final = 6
+# The most known-secret markers, and the longest text, the matching below looks at (a
+# bundle is data from elsewhere: its work stays bounded).
+_MAX_HOLES: Final = 16
+_MAX_TEXT: Final = 1 << 20
 
 
 def secrets_at_markers(recorded: str, reached: str) -> tuple[str, ...] | None:
@@ -55,13 +62,42 @@ def secrets_at_markers(recorded: str, reached: str) -> tuple[str, ...] | None:
     where the recording has ``[REDACTED:known_secret]``. Matching it there lets the
     replay learn it, and redact it as the recording did.
     """
-    if KNOWN_SECRET_MARKER not in recorded:
+    if KNOWN_SECRET_MARKER not in recorded or len(reached) > _MAX_TEXT:
         return None
-    pieces = [re.escape(unmarked(piece)) for piece in recorded.split(KNOWN_SECRET_MARKER)]
-    found = re.fullmatch(_SECRET_HOLE.join(pieces), unmarked(reached), flags=re.DOTALL)
-    if found is None:
+    pieces = [unmarked(piece) for piece in recorded.split(KNOWN_SECRET_MARKER)]
+    # markers right after one another stand for one value (see unmarked)
+    pieces = [pieces[0], *(piece for piece in pieces[1:-1] if piece), pieces[-1]]
+    if len(pieces) - 1 > _MAX_HOLES:
         return None
-    return tuple(value for value in found.groups() if not value.startswith(MARKER_PREFIX))
+    holes = _fill(pieces, unmarked(reached))
+    if holes is None:
+        return None
+    return tuple(value for value in holes if not value.startswith(MARKER_PREFIX))
+
+
+def _fill(pieces: list[str], text: str) -> list[str] | None:
+    """The values between ``pieces`` when ``text`` is them in order with a value of at
+    least six characters, holding no quote or backslash, between each two; else None.
+    Each piece is taken at its first place after the value before it: linear in the
+    text, where a regular expression with several such values backtracked exponentially."""
+    if len(pieces) < 2 or not text.startswith(pieces[0]):
+        return None
+    position, holes = len(pieces[0]), []
+    for index, piece in enumerate(pieces[1:], start=1):
+        if index == len(pieces) - 1:
+            end = len(text) - len(piece)
+            if not text.endswith(piece) or end < position + _SECRET_MIN:
+                return None
+        else:
+            end = text.find(piece, position + _SECRET_MIN)
+            if end < 0:
+                return None
+        hole = text[position:end]
+        if '"' in hole or "\\" in hole:
+            return None
+        holes.append(hole)
+        position = end + len(piece)
+    return holes
 
 
 def unmarked(text: str) -> str:
@@ -82,9 +118,11 @@ def secrets_near_markers(recorded: str, reached: str) -> tuple[str, ...]:
     the text around each marker when the two texts differ elsewhere (a replay that
     diverges): what to keep out of its report. May take a value that is no secret, which
     only redacts more."""
-    if KNOWN_SECRET_MARKER not in recorded:
+    if KNOWN_SECRET_MARKER not in recorded or len(reached) > _MAX_TEXT:
         return ()
     pieces = recorded.split(KNOWN_SECRET_MARKER)
+    if len(pieces) - 1 > _MAX_HOLES:
+        return ()
     found: list[str] = []
     for before, after in itertools.pairwise(pieces):
         # The closer the change to the secret, the less context; at last the text before

@@ -110,7 +110,13 @@ def _is_model(cls: type) -> bool:
     """Whether ``cls`` is a pydantic (v2) model class, importing nothing."""
     main = sys.modules.get("pydantic.main")
     model = getattr(main, "BaseModel", None)
-    return isinstance(cls, type) and isinstance(model, type) and issubclass(cls, model)
+    # a model of its own, not BaseModel itself (which no response is: a crafted bundle)
+    return (
+        isinstance(cls, type)
+        and isinstance(model, type)
+        and issubclass(cls, model)
+        and cls is not model
+    )
 
 
 def _restorer(annotation: Any) -> Restore:

@@ -312,6 +312,11 @@ def qualified_name(cls: type) -> str:
     return f"{module}.{cls.__qualname__}"
 
 
+# The longest qualified class name, and the most dotted parts, looked up.
+_MAX_QUALIFIED = 1024
+_MAX_PARTS = 64
+
+
 def imported_object(qualified: str) -> Any:
     """What ``pkg.mod.Outer.Name`` (as :func:`qualified_name` wrote it) names, looked up
     in ``sys.modules`` only, longest module name first; None when no imported module
@@ -319,10 +324,13 @@ def imported_object(qualified: str) -> Any:
     (their ``__dict__``) is read: a module-level ``__getattr__`` (a lazily importing
     package) is never triggered."""
     parts = qualified.split(".")
+    if len(qualified) > _MAX_QUALIFIED or len(parts) > _MAX_PARTS:
+        return None  # no real class is named so (a crafted bundle: bounded work)
+    main_name = main_module_name()
     for split in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:split])
         module = sys.modules.get(name)
-        if module is None and name == main_module_name():  # recorded and replayed by one file
+        if module is None and name == main_name:  # recorded and replayed by one file
             module = sys.modules.get("__main__")
         if module is None:
             continue

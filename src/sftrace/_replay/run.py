@@ -354,7 +354,12 @@ def _result(
         status = "completed"
     reproduced_failure = False
     failure = recorded.failure
-    if recorded.status == "failed" and error is not None and failure is not None:
+    if (
+        recorded.status == "failed"
+        and error is not None
+        and failure is not None
+        and session.divergence is None  # a replay that left the recording reproduced nothing
+    ):
         if failure.type == exception_type_name(run_failure(error))[0]:
             message = run_failure_message(session.spans)
             reproduced_failure = message is None or message_key(message) == message_key(
