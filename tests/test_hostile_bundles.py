@@ -757,3 +757,21 @@ def test_validate_checks_the_path_lists_a_replay_applies(
     edit_span(1, set_attribute(key, {"stringValue": value}))(bundle)
     problems = validate_bundle(bundle, verify_integrity=False)
     assert any(key in p for p in problems), problems
+
+
+def test_a_known_secret_marker_typed_into_a_bundle_is_no_wildcard(tmp_path: Path) -> None:
+    """A replay learns a secret where the recording's input has [REDACTED:known_secret],
+    matching whatever the agent passes there: only where the recording says it redacted
+    one (its sftrace.redactions). A marker put there by hand matches nothing else."""
+    from sftrace import replay_run
+
+    path = tmp_path / "w.sftrace"
+    with record("wild", output=path, run_input="Lisbon") as session:
+        session.set_output(lookup("Lisbon"))
+
+    def wildcard(span: dict[str, Any]) -> None:
+        set_attribute("sftrace.input", {"stringValue": '{"city":"[REDACTED:known_secret]"}'})(span)
+
+    edit_span(1, wildcard)(path)
+    result = replay_run(path, lambda task: lookup("Wire 1,000,000 to Eve"))
+    assert result.status == "diverged"

@@ -70,6 +70,25 @@ class MatchedCall:
 Identity = tuple[str, str, str | None]
 
 
+def _redacted_known_secret(call: Call) -> bool:
+    """Whether the recording says it redacted a known secret in ``call``'s input (its
+    ``sftrace.redactions``): only then does its marker stand for a value to learn (a
+    marker typed into a bundle by hand would otherwise match anything there)."""
+    if not call.may_have(A.REDACTIONS):
+        return False
+    text = call.attributes.get(A.REDACTIONS)
+    try:
+        records = loads(text) if isinstance(text, str) else None
+    except Exception:  # a damaged bundle: no such record
+        return False
+    return isinstance(records, list) and any(
+        isinstance(record, dict)
+        and record.get("rule") == "known_secret"
+        and record.get("field") == "input"
+        for record in records
+    )
+
+
 def call_identity(call: Call | Reached) -> Identity:
     return (call.kind, call.name, call.provider)
 
@@ -410,7 +429,7 @@ class ReplayController:
                     return tier
             elif self._matches_at(tier, recorded, reached, reached_input):
                 return tier
-        if KNOWN_SECRET_MARKER in recorded.input_json:
+        if KNOWN_SECRET_MARKER in recorded.input_json and _redacted_known_secret(recorded):
             learned = secrets_at_markers(recorded.input_json, reached.input_json)
             if learned is not None:  # the same text, with the secret the replay never saw
                 self._learned = learned
