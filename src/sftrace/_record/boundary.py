@@ -240,7 +240,7 @@ class BoundaryCall:
         assert decision is not None
         if not held and decision.recorded is not None and self._from_recording(decision):
             replay = self.run.replay
-            if replay is not None and not _loop_running():  # never block an event loop
+            if replay is not None:  # it never blocks a running event loop
                 replay.hold_answer(decision.recorded)
         if decision.action is Action.RAISE:
             assert decision.error is not None
@@ -572,15 +572,6 @@ class BoundaryCall:
                 replay = self.run.replay
                 if replay is not None:
                     replay.answered(decision.recorded)
-
-
-def _loop_running() -> bool:
-    """Whether an event loop runs in this thread (a sync wait here would block it)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def call_sync(

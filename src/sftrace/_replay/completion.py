@@ -34,6 +34,14 @@ _POLL: Final = 0.0005
 _GRACE: Final = 0.005
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def wait_bound(call: Call) -> float:
     """The longest a replay holds ``call``'s answer for calls that ended before it: as
     long as the recorded call took, plus a second, at most 10 s."""
@@ -66,9 +74,11 @@ class CompletionOrder:
         return any(waited not in self._ended for waited in self.waits.get(index, ()))
 
     def wait(self, call: Call) -> None:
-        """Block until the calls ``call`` waits for have ended (at most its bound)."""
+        """Block until the calls ``call`` waits for have ended (at most its bound); not in
+        a thread running an event loop, which a wait would block (its tasks could never
+        end the calls waited for): async code waits with :meth:`await_`."""
         index = self._index_of.get(call.seq)
-        if index is None or index not in self.waits:
+        if index is None or index not in self.waits or _loop_running():
             return
         deadline = time.monotonic() + wait_bound(call)
         with self._condition:
