@@ -156,3 +156,17 @@ def test_the_fast_path_accepts_only_what_the_full_check_accepts(
         return
     assert problems == []
     assert fast == full
+
+
+@pytest.mark.parametrize("junk", [float("inf"), float("-inf"), float("nan")])
+def test_a_value_no_integer_can_hold_is_a_problem_not_a_crash(
+    recorded_lines: list[dict[str, Any]], junk: float
+) -> None:
+    """An ``intValue`` of infinity (a span built in memory; JSON has none) raised
+    OverflowError out of the full check, where the fast path refused it."""
+    checker = _checkers(recorded_lines)
+    span = copy.deepcopy(recorded_lines[2])
+    span["attributes"].append({"key": "extra", "value": {"intValue": junk}})
+    problems, _ = checker.check(span)
+    assert any("malformed value" in problem for problem in problems), problems
+    assert checker.take_plain(span, False) is None

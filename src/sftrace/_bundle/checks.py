@@ -277,7 +277,7 @@ def _decoded_attributes(
                 decoded = decode_value(value)
                 if not fits_int64(decoded):
                     raise ValueError("an integer outside the 64-bit range OTLP allows")
-            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as exc:
                 problems.append(
                     f"span {span_id}: attribute {repr_preview(item['key'])} has a malformed value "
                     f"({shorten(str(exc), 60)})"
