@@ -150,9 +150,15 @@ class Bundle:
     def metadata(self) -> Any:
         """What ``record(metadata=...)`` was given (redacted as recorded), None if nothing
         was (or it is not valid JSON: a hand-edited bundle)."""
+        return self.run_json(A.METADATA)
+
+    def run_json(self, key: str) -> Any:
+        """The run span's attribute ``key``, a JSON text, parsed; None when the span has
+        no such text or it is not valid JSON (a hand-edited bundle)."""
         for item in self.run_span.get("attributes", ()):
-            if isinstance(item, dict) and item.get("key") == A.METADATA:
-                text = (item.get("value") or {}).get("stringValue")
+            if isinstance(item, dict) and item.get("key") == key:
+                value = item.get("value")
+                text = value.get("stringValue") if isinstance(value, dict) else None
                 try:
                     return orjson.loads(text) if isinstance(text, str) else None
                 except orjson.JSONDecodeError:

@@ -52,7 +52,6 @@ class CompletionOrder:
     """Which recorded calls each one waits for, and which have ended in the replay."""
 
     def __init__(self, calls: list[Call], waits: dict[int, tuple[int, ...]]) -> None:
-        self.calls = calls
         self.waits = waits  # recorded index -> the indexes it waits for
         self._index_of = {call.seq: index for index, call in enumerate(calls)}
         self._ended: set[int] = set()

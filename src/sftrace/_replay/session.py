@@ -48,36 +48,24 @@ def as_bundle(bundle_or_path: Bundle | str | os.PathLike[str]) -> Bundle:
     return load_bundle(bundle_or_path)
 
 
-def unfinished_calls(run_span: dict[str, Any]) -> dict[tuple[str, str], int]:
+def unfinished_calls(bundle: Bundle) -> dict[tuple[str, str], int]:
     """(kind, name) -> seq of the recorded calls still running when the recorded run
     ended (``sftrace.unfinished``): the bundle lacks them."""
     found: dict[tuple[str, str], int] = {}
-    for item in run_span.get("attributes", ()):
-        if item.get("key") != A.UNFINISHED:
-            continue
-        try:
-            calls = loads(item.get("value", {}).get("stringValue", "[]"))
-        except Exception:  # a hand-edited bundle: no hint, nothing else changes
-            return found
-        for call in calls if isinstance(calls, list) else ():
-            if isinstance(call, dict) and isinstance(call.get("seq"), int):
-                found.setdefault((str(call.get("kind")), str(call.get("name"))), call["seq"])
+    calls = bundle.run_json(A.UNFINISHED)
+    for call in calls if isinstance(calls, list) else ():
+        if isinstance(call, dict) and isinstance(call.get("seq"), int):
+            found.setdefault((str(call.get("kind")), str(call.get("name"))), call["seq"])
     return found
 
 
-def inside_unfinished(run_span: dict[str, Any]) -> frozenset[int]:
+def inside_unfinished(bundle: Bundle) -> frozenset[int]:
     """The seqs of recorded calls made inside a span the recorded process died in
     (``sftrace.inside_unfinished``, on the run span of a recovered bundle)."""
-    for item in run_span.get("attributes", ()):
-        if item.get("key") != A.INSIDE_UNFINISHED:
-            continue
-        try:
-            seqs = loads(item.get("value", {}).get("stringValue", "[]"))
-        except Exception:  # a hand-edited bundle: as if it had none
-            return frozenset()
-        if isinstance(seqs, list):
-            return frozenset(seq for seq in seqs if isinstance(seq, int))
-    return frozenset()
+    seqs = bundle.run_json(A.INSIDE_UNFINISHED)
+    if not isinstance(seqs, list):
+        return frozenset()
+    return frozenset(seq for seq in seqs if isinstance(seq, int) and not isinstance(seq, bool))
 
 
 def warn_unmatched_ignores(match_ignore: Mapping[str, Any], calls: Sequence[Call]) -> None:
@@ -128,11 +116,11 @@ class ReplaySession:
             span_parents=self.bundle.span_parents
             or {span["spanId"]: span.get("parentSpanId") or None for span in self.bundle.spans},
         )
-        self.controller.unfinished = unfinished_calls(self.bundle.run_span)
+        self.controller.unfinished = unfinished_calls(self.bundle)
         if options.match_ignore:
             warn_unmatched_ignores(options.match_ignore, self.bundle.calls)
         if self.bundle.status == "interrupted":
-            self.controller.end_at_interruption(inside_unfinished(self.bundle.run_span))
+            self.controller.end_at_interruption(inside_unfinished(self.bundle))
         self._save = options.save
         self._overwrite = options.overwrite
         self._run: ActiveRun | None = None
