@@ -21,15 +21,28 @@ _seen: set[tuple[str, str]] = set()
 _seen_lock = threading.Lock()
 
 
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+def flag_value(raw: str) -> bool | None:
+    """The truth an environment variable's value spells (``1``/``true``/``yes``/``on`` or
+    ``0``/``false``/``no``/``off``, any case, spaces around ignored); None for any other."""
+    flag = raw.strip().lower()
+    if flag in _TRUE_WORDS:
+        return True
+    if flag in _FALSE_WORDS:
+        return False
+    return None
+
+
 def strict_mode() -> bool:
     """True when internal errors should raise: ``SFTRACE_STRICT`` set, or under pytest."""
     raw = os.environ.get("SFTRACE_STRICT", "")
-    flag = raw.strip().lower()
-    if flag in {"1", "true", "yes", "on"}:
-        return True
-    if flag in {"0", "false", "no", "off"}:
-        return False
-    if flag:
+    flag = flag_value(raw)
+    if flag is not None:
+        return flag
+    if raw.strip():
         _warn_unknown_strict(raw)
     return "pytest" in sys.modules
 

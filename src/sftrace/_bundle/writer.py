@@ -7,6 +7,11 @@ leaves every finished span on disk). When the run ends the spans are rewritten i
 order their boundaries were reached, the manifest and digests are written, every file
 and the directory are fsynced, and the directory is renamed into place. A reader never
 sees a half-written bundle under the final name.
+
+Without fsync (``configure(fsync=False)``), a killed process still loses nothing (each
+span line is handed to the OS as it ends, and the kernel keeps what it was handed); only
+an OS crash or power cut may lose the latest bundles, or leave one whose files did not
+all reach the disk.
 """
 
 from __future__ import annotations
@@ -62,11 +67,12 @@ def partial_dir_for(final_path: Path, run_id: str) -> Path:
     return final_path.parent / f".{final_path.name}.{run_id}{PARTIAL_SUFFIX}"
 
 
-def write_file_durably(path: Path, data: bytes) -> None:
+def write_file_durably(path: Path, data: bytes, *, fsync: bool = True) -> None:
     with open(path, "wb") as handle:
         handle.write(data)
         handle.flush()
-        os.fsync(handle.fileno())
+        if fsync:
+            os.fsync(handle.fileno())
 
 
 def fsync_directory(path: Path) -> None:
@@ -85,8 +91,10 @@ def dump_manifest(manifest: dict[str, Any]) -> bytes:
 class BundleWriter:
     """Journals the spans of one run and turns them into a finished bundle."""
 
-    def __init__(self, partial_dir: Path, header: dict[str, Any]) -> None:
+    def __init__(self, partial_dir: Path, header: dict[str, Any], *, fsync: bool = True) -> None:
         self.partial_dir = partial_dir
+        # False: nothing is forced to disk (see the module's docstring).
+        self.fsync = fsync
         partial_dir.parent.mkdir(parents=True, exist_ok=True)
         # The directory appears with its header already inside (made under another name,
         # then renamed), so a process killed at any moment never leaves a journal
@@ -94,13 +102,15 @@ class BundleWriter:
         creating = partial_dir.with_name(partial_dir.name + ".creating")
         creating.mkdir()
         try:
-            write_file_durably(creating / HEADER_FILE, dump_manifest(header))
-            fsync_directory(creating)
+            write_file_durably(creating / HEADER_FILE, dump_manifest(header), fsync=fsync)
+            if fsync:
+                fsync_directory(creating)
             os.rename(creating, partial_dir)
         except BaseException:
             shutil.rmtree(creating, ignore_errors=True)
             raise
-        fsync_directory(partial_dir.parent)
+        if fsync:
+            fsync_directory(partial_dir.parent)
         # Unbuffered: every span line is handed to the OS as soon as the span ends.
         self._journal = open(partial_dir / JOURNAL_FILE, "ab", buffering=0)  # noqa: SIM115
         # Held while the run records: `sftrace recover` refuses a journal a live process
@@ -146,22 +156,23 @@ class BundleWriter:
         partial = self.partial_dir
         spans_digest = self._write_ordered_spans(partial / SPANS_FILE)
         manifest_bytes = dump_manifest(manifest.to_json())
-        write_file_durably(partial / MANIFEST_FILE, manifest_bytes)
+        write_file_durably(partial / MANIFEST_FILE, manifest_bytes, fsync=self.fsync)
         digests = {
             MANIFEST_FILE: hashlib.sha256(manifest_bytes).hexdigest(),
             SPANS_FILE: spans_digest,
         }
-        write_file_durably(partial / CHECKSUMS_FILE, checksums_text(digests))
+        write_file_durably(partial / CHECKSUMS_FILE, checksums_text(digests), fsync=self.fsync)
         (partial / JOURNAL_FILE).unlink()
         (partial / HEADER_FILE).unlink()
-        fsync_directory(partial)
+        if self.fsync:
+            fsync_directory(partial)
         try:
-            place_directory(partial, final_path, overwrite=overwrite)
+            place_directory(partial, final_path, overwrite=overwrite, fsync=self.fsync)
         except FileExistsError:
             # Another run took the path since this one started (two processes recording
             # to the same output): keep this run beside it, under its own name.
             kept = final_path.with_name(unique_bundle_name(final_path.name, manifest.run_id))
-            place_directory(partial, kept, overwrite=False)
+            place_directory(partial, kept, overwrite=False, fsync=self.fsync)
             logger.warning(
                 "sftrace: %s was written by another run while this one recorded; this run's "
                 "bundle was kept as %s",
@@ -194,7 +205,8 @@ class BundleWriter:
                         _write_all(out, chunk)
                         offset += len(chunk)
                         length -= len(chunk)
-                os.fsync(out.fileno())
+                if self.fsync:
+                    os.fsync(out.fileno())
         finally:
             os.close(journal_fd)
         return digest.hexdigest()
@@ -225,7 +237,7 @@ def _write_all(out: Any, data: bytes) -> None:
         view = view[out.write(view) or 0 :]
 
 
-def place_directory(source: Path, target: Path, *, overwrite: bool) -> None:
+def place_directory(source: Path, target: Path, *, overwrite: bool, fsync: bool = True) -> None:
     """Rename ``source`` to ``target`` atomically, replacing an existing bundle if asked.
 
     Replacing uses ``renameat2(RENAME_EXCHANGE)`` where available, so there is no
@@ -258,7 +270,8 @@ def place_directory(source: Path, target: Path, *, overwrite: bool) -> None:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise FileExistsError(errno.EEXIST, "bundle already exists", str(target)) from exc
             raise
-    fsync_directory(parent)
+    if fsync:
+        fsync_directory(parent)
 
 
 _RENAME_EXCHANGE = 2

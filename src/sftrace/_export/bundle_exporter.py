@@ -71,11 +71,15 @@ class BundleSpanExporter(SpanExporter):
     """Write the spans of sftrace runs into ``.sftrace`` bundles.
 
     ``directory``: where bundles of runs not registered by ``record()`` go. With
-    ``None`` only registered runs are written.
+    ``None`` only registered runs are written. ``fsync``: force each finished bundle to
+    disk before it is renamed into place (the default); False leaves that to the OS,
+    which a killed process does not affect but an OS crash or power cut may (see
+    ``sftrace.configure``). Read as each run starts.
     """
 
-    def __init__(self, directory: str | Path | None = None) -> None:
+    def __init__(self, directory: str | Path | None = None, *, fsync: bool = True) -> None:
         self._directory = Path(directory) if directory is not None else None
+        self.fsync = fsync
         self._runs: dict[int, _Run] = {}
         self._outcomes: dict[int, RunOutcome] = {}
         # Bundles of the latest finished runs, for OTLP export reading spans back.
@@ -102,7 +106,9 @@ class BundleSpanExporter(SpanExporter):
         Raises ``OSError`` when the journal cannot be created (the caller reports it).
         """
         full_header = journal_header(trace_id, final_name=path.name, overwrite=overwrite, **header)
-        writer = BundleWriter(partial_dir_for(path, str(header.get("run_id"))), full_header)
+        writer = BundleWriter(
+            partial_dir_for(path, str(header.get("run_id"))), full_header, fsync=self.fsync
+        )
         with self._lock:
             self._runs[trace_id] = _Run(writer, full_header, path, overwrite)
 
@@ -224,7 +230,9 @@ class BundleSpanExporter(SpanExporter):
         assert self._directory is not None
         tid = trace_id_hex(trace_id)
         header = journal_header(trace_id, run_id=tid, created_at=utc_iso())
-        writer = BundleWriter(partial_dir_for(self._directory / f"trace-{tid}", tid), header)
+        writer = BundleWriter(
+            partial_dir_for(self._directory / f"trace-{tid}", tid), header, fsync=self.fsync
+        )
         run = _Run(writer, header, None, False)
         self._runs[trace_id] = run
         return run

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from sftrace._errors import ConfigError
+from sftrace._internal import flag_value
 
 PROTOCOL_HTTP = "http/protobuf"
 PROTOCOL_HTTP_JSON = "http/json"
@@ -223,12 +224,10 @@ def resolve_capture_content(capture_content: bool | None) -> bool:
     raw = _env("SFTRACE_CAPTURE_CONTENT")
     if raw is None:
         return True
-    flag = raw.lower()
-    if flag in ("1", "true", "yes", "on"):
-        return True
-    if flag in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"SFTRACE_CAPTURE_CONTENT: {raw!r} is not true or false")
+    flag = flag_value(raw)
+    if flag is None:
+        raise ConfigError(f"SFTRACE_CAPTURE_CONTENT: {raw!r} is not true or false")
+    return flag
 
 
 def resolve_max_payload_bytes(max_payload_bytes: int | None) -> int | None:
