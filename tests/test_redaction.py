@@ -685,3 +685,21 @@ def test_a_secret_split_across_streamed_chunks_is_redacted_in_every_chunk() -> N
     ]
     assert [r.path for r in found] == [f"$.chunks[{i}].choices[0].delta.content" for i in (1, 2, 3)]
     assert chunks[1]["choices"][0]["delta"]["content"] == key[:10]  # the input is kept
+
+
+def test_configure_again_keeps_the_compiled_builtin_rules() -> None:
+    """The built-in rules take ~50 ms to compile: configure() without ``redaction`` (a
+    service configuring again, a test per case) goes back to the same compiled rules
+    instead of compiling them for the next run; a Redactor of one's own still wins."""
+    from sftrace._record.config import get_state
+    from sftrace._record.redaction import current_redactor
+
+    builtin = current_redactor()
+    provider = get_state().provider
+    sftrace.configure(tracer_provider=provider)
+    assert current_redactor() is builtin
+    own = sftrace.Redactor(keys=["pin"])
+    sftrace.configure(tracer_provider=provider, redaction=own)
+    assert current_redactor() is own
+    sftrace.configure(tracer_provider=provider)
+    assert current_redactor() is builtin

@@ -460,17 +460,22 @@ def _worth_redacting(value: JSON) -> bool:
 # --- the active redactor --------------------------------------------------------------
 
 _active: Redactor | None = None
+# The built-in rules, compiled once per process (about 50 ms): configure() without
+# ``redaction`` goes back to them and must not make the next run compile them again.
+_builtin: Redactor | None = None
 _active_lock = threading.Lock()
 
 
 def current_redactor() -> Redactor:
     """The redactor set by ``configure(redaction=...)``; the built-in rules by default."""
-    global _active
+    global _active, _builtin
     redactor = _active
     if redactor is None:
         with _active_lock:
             if _active is None:
-                _active = Redactor()
+                if _builtin is None:
+                    _builtin = Redactor()
+                _active = _builtin
             redactor = _active
     return redactor
 
