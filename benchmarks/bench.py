@@ -840,6 +840,7 @@ def build_report(
     stepfork: dict[str, Any] | None,
     args: Any,
     redaction: dict[str, Any] | None = None,
+    short_runs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     s = bench.samples
     lengths = bench.lengths
@@ -1182,6 +1183,8 @@ def build_report(
     if redaction is not None:
         rows.extend(Row(**row) for row in redaction["rows"])
         checks.update(redaction["checks"])
+    if short_runs is not None:
+        rows.extend(Row(**row) for row in short_runs["rows"])
     if stepfork is not None:
         if "error" in stepfork:
             rows.append(Row("   stepfork 0.2.1 side by side", "not run", stepfork["error"][:60]))
@@ -1232,6 +1235,7 @@ def build_report(
         "otlp": otlp,
         "stepfork": stepfork,
         "redaction": redaction,
+        "short_runs": short_runs,
         "checks": checks,
         "table": [row.__dict__ for row in rows],
     }
@@ -1304,6 +1308,9 @@ def main(argv: list[str] | None = None) -> int:
         "--no-redaction", action="store_true", help="skip the redaction-per-KB measurement"
     )
     parser.add_argument(
+        "--no-short-runs", action="store_true", help="skip row 11 (short runs, fsync on/off)"
+    )
+    parser.add_argument(
         "--stepfork",
         action="store_true",
         help=f"also run the workload through {STEPFORK} (installed into a venv under /tmp)",
@@ -1333,10 +1340,15 @@ def main(argv: list[str] | None = None) -> int:
         redaction = None
         if not args.no_redaction:
             redaction = measure_redaction(args.repeats, quick=args.quick)
+        short = None
+        if not args.no_short_runs:
+            import short_runs
+
+            short = short_runs.measure(args.repeats, runs_per_block=40 if args.quick else 100)
         stepfork = None
         if args.stepfork:
             stepfork = measure_stepfork(bench.stepfork_lengths, min(args.repeats, 3))
-        report = build_report(bench, memory, otlp, stepfork, args, redaction)
+        report = build_report(bench, memory, otlp, stepfork, args, redaction, short)
     print_table(report)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nJSON written to {args.json}")

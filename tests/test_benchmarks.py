@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench.py"
 @pytest.mark.slow
 @pytest.mark.otlp
 def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
-    """bench.py on tiny runs reports items 1-10 and the payload mix, checks each target,
+    """bench.py on tiny runs reports items 1-11 and the payload mix, checks each target,
     drops no span."""
     out = tmp_path / "results.json"
     result = subprocess.run(
@@ -44,7 +44,7 @@ def test_bench_runs_every_item_and_writes_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     names = [row["name"] for row in report["table"]]
-    for item in range(1, 11):
+    for item in range(1, 12):
         assert any(name.startswith(f"{item}. ") for name in names), (item, names)
     assert any(name.startswith("4m. ") for name in names), names  # the payload mix
     assert "error" not in report["otlp"], report["otlp"]
