@@ -90,6 +90,63 @@ def test_results_collected_as_they_finish_come_in_the_recorded_order(
         assert result.output == recorded.output
 
 
+# Longer than DELAY, so that the margins below hold on a busy machine.
+SPREAD = {"slow": 0.3, "medium": 0.15, "fast": 0.0}
+
+
+@trace_tool
+def search_spread(source: str) -> str:
+    time.sleep(SPREAD[source])
+    return f"hits from {source}"
+
+
+def _handing_back_after(seconds: dict[str, float]) -> Any:
+    """A thread agent whose work sleeps ``seconds[source]`` after its call returned and
+    before it hands the result back to the pool: a thread the scheduler keeps waiting,
+    or work that goes on after its call."""
+
+    def work(source: str) -> str:
+        found = search_spread(source)
+        time.sleep(seconds.get(source, 0.0))
+        return found
+
+    def agent(task: str) -> str:
+        with ThreadPoolExecutor(3) as pool:
+            futures = [pool.submit(work, source) for source in SOURCES]
+            found = [future.result() for future in as_completed(futures)]
+        return summarize(" ; ".join(found))
+
+    return agent
+
+
+@pytest.mark.parametrize(
+    ("late", "order"),
+    [
+        # The fast call's thread hands its result back 30 ms after the call ended, still
+        # before the medium call ends (150 ms): the recording collects fast first. The
+        # replay answered the medium call 5 ms after the fast one ended: it must also
+        # wait for the fast work's future, or the medium result is seen first.
+        (0.03, "fast ; medium ; slow"),
+        # Work that goes on after its call for longer than the recorded gap between the
+        # two ends (250 ms against 150): not waited for, the medium result comes first.
+        (0.25, "medium ; fast ; slow"),
+    ],
+)
+@pytest.mark.parametrize("match", ["strict", "unordered"])
+def test_a_held_answer_waits_for_the_earlier_call_to_reach_the_agent_as_recorded(
+    tmp_path: Path, late: float, order: str, match: str
+) -> None:
+    agent = _handing_back_after({"fast": late, "slow": 0.2})
+    path = _recorded(tmp_path, agent)
+    recorded = load_bundle(path)
+    assert recorded.output == "summary of " + order.replace(" ; ", " ; hits from ").join(
+        ["hits from ", ""]
+    )
+    for _ in range(2):
+        result = replay_run(recorded, agent, match=match)
+        assert (result.status, result.divergence, result.reproduced) == ("completed", None, True)
+
+
 def test_a_call_that_is_never_reached_holds_the_others_no_longer_than_the_bound(
     tmp_path: Path,
 ) -> None:

@@ -41,6 +41,9 @@ RUN_KEY = otel_context.create_key("sftrace.run")
 # ``handed_off``; the calls made inside that call are not).
 HANDOFF_KEY = otel_context.create_key("sftrace.handoff")
 
+# In work handed to another thread: its Delivery (see ``current_delivery``).
+DELIVERY_KEY = otel_context.create_key("sftrace.delivery")
+
 _lock = threading.Lock()
 _enabled = False
 _originals: dict[str, Callable[..., Any]] = {}
@@ -65,6 +68,34 @@ def handed_off() -> bool:
     return handoff is not None and (handoff == trace.get_current_span().get_span_context().span_id)
 
 
+class Delivery:
+    """Set once work handed to another thread has handed its result back: its future is
+    done (set after the future's waiters, ``as_completed`` say, were told) or the
+    thread's ``run`` returned. A replay holding an answer for a call that finished
+    earlier in the recording waits for it (``_replay/completion.py``): the call's end
+    alone comes before its result reaches the agent, by as long as the scheduler likes."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def deliver(self, _future: object = None) -> None:
+        self._event.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
+
+
+def current_delivery() -> Delivery | None:
+    """The Delivery of the handed-off work a call ending now was made directly in (its
+    result is the work's to hand back); None elsewhere."""
+    if not handed_off():
+        return None
+    delivery = otel_context.get_value(DELIVERY_KEY)
+    return delivery if isinstance(delivery, Delivery) else None
+
+
 def _bind(context: Context, func: Callable[..., Any]) -> Callable[..., Any]:
     """``func`` called in ``context`` (attached for the call, detached after)."""
 
@@ -86,7 +117,7 @@ def _is_context_run(func: Any) -> bool:
 
 
 def _in_copied_context(
-    fn: Callable[..., Any], args: tuple[Any, ...], span_id: int
+    fn: Callable[..., Any], args: tuple[Any, ...], span_id: int, delivery: Delivery
 ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """``fn(*args)``, marked as handed off where it runs in a context of its own.
 
@@ -99,26 +130,27 @@ def _in_copied_context(
     returned as it is.
     """
     if _is_context_run(fn) and args:  # ctx.run(work, *rest)
-        work, rest = _innermost(args[0], args[1:], span_id)
+        work, rest = _innermost(args[0], args[1:], span_id, delivery)
         return fn, (work, *rest)
     if isinstance(fn, functools.partial) and _is_context_run(fn.func) and fn.args:
-        work, rest = _innermost(fn.args[0], fn.args[1:], span_id)
+        work, rest = _innermost(fn.args[0], fn.args[1:], span_id, delivery)
         return functools.partial(fn.func, work, *rest, **fn.keywords), args
     return fn, args
 
 
 def _innermost(
-    work: Callable[..., Any], rest: tuple[Any, ...], span_id: int
+    work: Callable[..., Any], rest: tuple[Any, ...], span_id: int, delivery: Delivery
 ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """The work of a ``ctx.run`` layer, marked in the innermost context it runs in."""
     if _is_context_run(work) or (
         isinstance(work, functools.partial) and _is_context_run(work.func)
     ):
-        return _in_copied_context(work, rest, span_id)
+        return _in_copied_context(work, rest, span_id, delivery)
 
     @functools.wraps(work)
     def marked(*args: Any, **kwargs: Any) -> Any:
-        token = otel_context.attach(otel_context.set_value(HANDOFF_KEY, span_id))
+        marks = otel_context.set_value(HANDOFF_KEY, span_id)
+        token = otel_context.attach(otel_context.set_value(DELIVERY_KEY, delivery, marks))
         try:
             return work(*args, **kwargs)
         finally:
@@ -134,15 +166,18 @@ def _submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **k
     context = _context_with_run()
     if context is None:
         return original(self, fn, *args, **kwargs)
+    delivery = Delivery()
+    context = otel_context.set_value(DELIVERY_KEY, delivery, context)
     handoff = context.get(HANDOFF_KEY)
     if isinstance(handoff, int):
-        fn, args = _in_copied_context(fn, args, handoff)
+        fn, args = _in_copied_context(fn, args, handoff, delivery)
     # The pool may start a worker thread now: it must not keep this context.
     _local.submitting = True
     try:
         future: Future[Any] = original(self, _bind(context, fn), *args, **kwargs)
     finally:
         _local.submitting = False
+    future.add_done_callback(delivery.deliver)
     return future
 
 
@@ -155,7 +190,7 @@ def _start(self: threading.Thread) -> None:
     if context is None:
         original(self)
         return
-    carried = _carry(self, context)
+    carried = _carry(self, otel_context.set_value(DELIVERY_KEY, Delivery(), context))
     try:
         original(self)
     except BaseException:  # not started (started twice, no more threads): undo
@@ -175,6 +210,9 @@ def _carry(thread: threading.Thread, context: Context) -> Callable[[], None] | N
             run()
         finally:
             otel_context.detach(token)
+            delivery = context.get(DELIVERY_KEY)
+            if isinstance(delivery, Delivery):
+                delivery.deliver()
 
     try:
         thread.run = run_in_context  # type: ignore[method-assign]

@@ -12,6 +12,15 @@ overlapped, neither inside the other) and ended before it has been answered or h
 ended. Waits go from later to earlier ends only, so they never wait on each other in a
 circle. A call that is never reached (a changed agent, a call covered by an answered
 call) is waited for at most :func:`wait_bound` seconds; then the answer goes out anyway.
+
+A call made directly in work handed to a pool or a thread has ended before the agent has
+its result: the work still returns it and the pool sets its future, which is when
+``as_completed`` sees it. On a busy machine that thread may wait for a CPU for longer
+than any fixed grace, and the call answered next was seen first. So a held answer also
+waits for that work to hand its result back (:class:`~sftrace._record.threads.Delivery`),
+for at most as long as the recording shows between the two calls' ends: work that went
+on after its call (and handed its result back later than that in the recording) is not
+waited for.
 Calls in a burst of more than :data:`MAX_BURST` concurrent ones are not held: the pairs
 would grow with its square.
 """
@@ -24,6 +33,7 @@ import time
 from typing import Final
 
 from sftrace._model.calls import Call
+from sftrace._record.threads import Delivery
 
 # The most calls running at the same time whose end order is kept.
 MAX_BURST: Final = 64
@@ -54,19 +64,26 @@ class CompletionOrder:
     def __init__(self, calls: list[Call], waits: dict[int, tuple[int, ...]]) -> None:
         self.waits = waits  # recorded index -> the indexes it waits for
         self._index_of = {call.seq: index for index, call in enumerate(calls)}
+        self._ends = [call.end_time_ns for call in calls]
         self._ended: set[int] = set()
+        # recorded index -> the work that hands its result back (calls made in it
+        # directly), and when the call ended in the replay (time.monotonic())
+        self._deliveries: dict[int, tuple[Delivery, float]] = {}
         self._condition = threading.Condition()
 
     def index(self, call: Call) -> int | None:
         return self._index_of.get(call.seq)
 
-    def end(self, call: Call) -> None:
-        """``call`` (a recorded one) has been answered, or its replayed call ended."""
+    def end(self, call: Call, delivery: Delivery | None = None) -> None:
+        """``call`` (a recorded one) has been answered, or its replayed call ended;
+        ``delivery``: the handed-off work it was made in directly, if any."""
         index = self._index_of.get(call.seq)
         if index is None:
             return
         with self._condition:
             self._ended.add(index)
+            if delivery is not None:
+                self._deliveries[index] = (delivery, time.monotonic())
             self._condition.notify_all()
 
     def _pending(self, index: int) -> bool:
@@ -81,14 +98,26 @@ class CompletionOrder:
             return
         deadline = time.monotonic() + wait_bound(call)
         with self._condition:
-            if not self._pending(index):
-                return
+            held = self._pending(index)
             while self._pending(index):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
                 self._condition.wait(left)
-        time.sleep(_GRACE)
+            # Each until as long after its call ended as the recording shows this one
+            # ended after it (it may have ended before this call was even reached).
+            deliveries = [
+                (delivery, min(ended + (self._ends[index] - self._ends[waited]) / 1e9, deadline))
+                for waited in self.waits[index]
+                if waited in self._deliveries
+                for delivery, ended in (self._deliveries[waited],)
+            ]
+        for delivery, until in deliveries:
+            left = until - time.monotonic()
+            if left > 0:
+                delivery.wait(left)
+        if held:
+            time.sleep(_GRACE)
 
     async def await_(self, call: Call) -> None:
         """:meth:`wait` without blocking the event loop."""

@@ -37,6 +37,7 @@ from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
 from sftrace._record.intercept import ANSWERED, Action, Decision, Reached
+from sftrace._record.threads import current_delivery
 from sftrace._replay.completion import completion_order
 from sftrace._replay.concurrency import concurrency_of
 from sftrace._replay.mismatch import (
@@ -369,7 +370,7 @@ class ReplayController:
 
     def answered(self, recorded: Call) -> None:
         if self.completion is not None:
-            self.completion.end(recorded)
+            self.completion.end(recorded, current_delivery())
 
     def diverge(self, error: ReplayError) -> None:
         with self.lock:
