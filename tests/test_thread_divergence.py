@@ -27,7 +27,7 @@ def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     # Recorded without sftrace.handed_off (as before it existed): the pool's calls, run
     # one after another, then look sequential, and a strict replay keeps their order.
     with monkeypatch.context() as patched:
-        patched.setattr(boundary, "handed_off", lambda: False)
+        patched.setattr(boundary, "handed_off", lambda context: False)
         with sftrace.record("threads", output=path, run_input="t") as session:
             session.set_output(agent.run("t"))
     # The replay reaches c (call 1, recorded a: the divergence), then b (call 2, compared

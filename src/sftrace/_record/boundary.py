@@ -187,17 +187,21 @@ class BoundaryCall:
             run.note_redactions(seq, self.redactions)
         if spec.kind == A.KIND_TOOL:
             attributes[A.GEN_AI_TOOL_CALL_ARGUMENTS] = input_json
-        if handed_off():
+        # The current context, read once for the span's parent and the call's own.
+        context = otel_context.get_current()
+        if handed_off(context):
             attributes[A.HANDED_OFF] = True
         if replay is None:
-            self.span = self._start_span(attributes, start_time)
+            self.span = self._start_span(attributes, context, start_time)
         else:
             HANDOFF.decided = True  # the replay processor does not decide it again
             try:
-                self.span = self._start_span(attributes, start_time)
+                self.span = self._start_span(attributes, context, start_time)
             finally:
                 HANDOFF.decided = False
-        self.token: Token[Context] | None = otel_context.attach(own_span_context(self.span))
+        self.token: Token[Context] | None = otel_context.attach(
+            own_span_context(self.span, context)
+        )
 
     def _learn(self, secrets: tuple[str, ...], input_json: str) -> str:
         """Remember ``secrets`` (the replay met them where the recording had learned them,
@@ -208,10 +212,12 @@ class BoundaryCall:
         self.redactions += [redaction.record("input") for redaction in found]
         return input_json
 
-    def _start_span(self, attributes: dict[str, Any], start_time: int | None) -> Span:
+    def _start_span(
+        self, attributes: dict[str, Any], context: Context, start_time: int | None
+    ) -> Span:
         return self.run.tracer.start_span(
             self.spec.span_name,
-            context=self.run.parent_context(),
+            context=self.run.parent_context(context),
             kind=self.spec.span_kind,
             attributes=attributes,
             start_time=start_time,

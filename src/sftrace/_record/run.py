@@ -95,22 +95,23 @@ class ActiveRun:
         with self._lock:
             return sorted(self.redactions, key=lambda r: (r["seq"], r["field"], r["path"]))
 
-    def parent_context(self) -> Context | None:
-        """None when the current span is a recorded span of this run; else the context of
-        the innermost span of the run sftrace started.
+    def parent_context(self, context: Context) -> Context:
+        """``context`` (the current one, read once by the caller) when its span is a
+        recorded span of this run; else the context of the innermost span of the run
+        sftrace started.
 
         The second case is a call without context, adopted by the one recording, or one
         inside another instrumentation's span that the application's sampler dropped
         (Pydantic AI's through Logfire, say): such a span is in no bundle, so a span
         parented on it would point at a parent the bundle lacks.
         """
-        current = trace.get_current_span()
+        current = trace.get_current_span(context)
         if current.get_span_context().trace_id != self.trace_id:
             return self.context
         if current.is_recording():
-            return None
-        own = otel_context.get_value(_OWN_SPAN_KEY)
-        return trace.set_span_in_context(own) if isinstance(own, Span) else self.context
+            return context
+        own = context.get(_OWN_SPAN_KEY)
+        return trace.set_span_in_context(own, context) if isinstance(own, Span) else self.context
 
     def note_failure(self, exc: BaseException, seq: int) -> None:
         """Remember the innermost call an exception was raised through (the failing step)."""

@@ -61,11 +61,14 @@ def _context_with_run() -> Context | None:
     return otel_context.set_value(HANDOFF_KEY, span_id, context)
 
 
-def handed_off() -> bool:
-    """Whether a call starting now, under the current span, is made directly in work
-    handed to another thread (its order among such calls is the scheduler's)."""
-    handoff = otel_context.get_value(HANDOFF_KEY)
-    return handoff is not None and (handoff == trace.get_current_span().get_span_context().span_id)
+def handed_off(context: Context) -> bool:
+    """Whether a call starting now in ``context`` (the current one), under its span, is
+    made directly in work handed to another thread (its order among such calls is the
+    scheduler's)."""
+    handoff = context.get(HANDOFF_KEY)
+    return handoff is not None and (
+        handoff == trace.get_current_span(context).get_span_context().span_id
+    )
 
 
 class Delivery:
@@ -90,9 +93,10 @@ class Delivery:
 def current_delivery() -> Delivery | None:
     """The Delivery of the handed-off work a call ending now was made directly in (its
     result is the work's to hand back); None elsewhere."""
-    if not handed_off():
+    context = otel_context.get_current()
+    if not handed_off(context):
         return None
-    delivery = otel_context.get_value(DELIVERY_KEY)
+    delivery = context.get(DELIVERY_KEY)
     return delivery if isinstance(delivery, Delivery) else None
 
 
