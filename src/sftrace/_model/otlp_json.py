@@ -59,16 +59,12 @@ def encode_attributes(
 ) -> list[JSONDict]:
     if not attributes:
         return []
-    encoded = []
-    for key, value in attributes.items():
-        if key in drop:
-            continue
-        # Most values are strings (inputs, outputs, names): skip encode_value for them.
-        if type(value) is str:
-            encoded.append({"key": key, "value": {"stringValue": value}})
-        else:
-            encoded.append({"key": key, "value": encode_value(value)})
-    return encoded
+    # Most values are strings (inputs, outputs, names): skip encode_value for them.
+    return [
+        {"key": key, "value": {"stringValue": value} if type(value) is str else encode_value(value)}
+        for key, value in attributes.items()
+        if key not in drop
+    ]
 
 
 def encoded_key(key: str) -> bytes:
@@ -175,7 +171,7 @@ def encode_span(
         "traceId": trace_id_hex(context.trace_id),
         "spanId": span_id_hex(context.span_id),
         "name": span.name,
-        "kind": span.kind.value + 1,
+        "kind": span.kind._value_ + 1,  # (the member's own: Enum.value is a Python call)
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or 0),
         "attributes": encode_attributes(
@@ -212,7 +208,7 @@ def encode_span(
 
 def _encode_status(span: ReadableSpan) -> JSONDict:
     status = span.status
-    code = status.status_code.value
+    code = status.status_code._value_  # (as in encode_span)
     if code == 0:
         return {}
     encoded: JSONDict = {"code": code}

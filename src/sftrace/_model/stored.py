@@ -57,13 +57,18 @@ def split_digests(digests: str) -> tuple[str, str]:
 def stored_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes a bundle line stores of a span with ``attributes``."""
     implied = _IMPLIED.get(attributes.get(A.KIND))  # type: ignore[arg-type]
+    # A copy less what is left out (the kept keys keep their order): a few look-ups
+    # instead of a test of every attribute.
+    stored = dict(attributes)
     if implied is None:  # the run span, the application's own spans
-        return {key: value for key, value in attributes.items() if key not in ALIASES}
-    stored = {
-        key: value
-        for key, value in attributes.items()
-        if key not in _REPLACED and implied.get(key, _NOTHING) != value
-    }
+        for key in ALIASES:
+            stored.pop(key, None)
+        return stored
+    for key in _REPLACED:
+        stored.pop(key, None)
+    for key, value in implied.items():
+        if stored.get(key, _NOTHING) == value:
+            del stored[key]
     digests = _digests(attributes)
     if digests:
         stored[A.DIGESTS] = digests
