@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
@@ -79,6 +79,11 @@ class BoundarySpec:
     span_kind: SpanKind
     attributes: Mapping[str, Any]
     serializer: Serializer | None
+    # What a call's result is called in serialization errors (made once, not per call).
+    result_what: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "result_what", f"{self.kind} {self.name!r} result")
 
     @classmethod
     def tool(cls, name: str, policy: ReplayPolicy, serializer: Serializer | None) -> BoundarySpec:
@@ -345,13 +350,12 @@ class BoundaryCall:
         ``result_type``: names its class, which its JSON does not give back either."""
         if extra:  # what the caller says wins over what the response says
             self.span.set_attributes(extra)
-        what = f"{self.spec.kind} {self.spec.name!r} result"
         nonfinite: list[list[str | int]] = []
         try:
             output_json = dumps(
                 value,
                 serializer=self.spec.serializer or self.run.serializer,
-                what=what,
+                what=self.spec.result_what,
                 sort_keys=False,
                 nonfinite=nonfinite,
             )
@@ -453,7 +457,8 @@ class BoundaryCall:
         output_json, found = self.run.redactor.redact_json(
             output_json, known=self.run.known_secrets, sort_keys=False
         )
-        self._note_redactions([redaction.record("output") for redaction in found])
+        if found:
+            self._note_redactions([redaction.record("output") for redaction in found])
         return output_json
 
     def redact_stream(self, chunks: list[Any]) -> list[Any]:

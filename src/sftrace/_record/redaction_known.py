@@ -68,7 +68,9 @@ class KnownSecrets:
         return any(secret in text for secret in self._values)
 
     def found_in_json(self, json_text: str) -> bool:
-        return any(secret in json_text for secret in self._escaped)
+        # Asked of every recorded value, mostly with no secret known: then no generator.
+        escaped = self._escaped
+        return bool(escaped) and any(secret in json_text for secret in escaped)
 
     def __len__(self) -> int:
         return len(self._values)
