@@ -536,7 +536,8 @@ class RuleSet:
             found = [i for i in found if i not in self._confirm or self._confirm[i](data)]
         if len(found) > 1:
             return ANY if max(found) > self._builtin else BUILTIN
-        if self._shapes and (not (data.islower() or data.isupper()) or b"\\u" in data):
+        # (find: see may_hold_run)
+        if self._shapes and (not (data.islower() or data.isupper()) or data.find(b"\\u") != -1):
             for length, search in self._shapes:
                 if may_hold_run(data, length) and search(data):
                     return BUILTIN

@@ -80,10 +80,12 @@ def may_hold_run(json_text: bytes, length: int) -> bool:
     """
     classes = json_text.translate(_JSON_RUN_TABLE)
     needle = _RUNS.get(length) or b"a" * length
-    if len(classes) < _SHORT_TEXT and b"\\" not in json_text:
+    # find(), not ``in``: for ``bytes in bytes`` CPython first tries the needle as an
+    # integer, raising and clearing a TypeError each time (this runs for every value).
+    if len(classes) < _SHORT_TEXT and json_text.find(b"\\") == -1:
         # One search (it slows down inside long runs, which long texts may have).
         padded = b" " + classes + b" "
-        return b" " + needle + b" " in padded
+        return padded.find(b" " + needle + b" ") != -1
     at = classes.find(needle)  # (the start of a run: any earlier "a" would have matched)
     while at != -1:
         end = classes.find(b" ", at + length)
