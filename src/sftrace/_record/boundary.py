@@ -32,7 +32,16 @@ from sftrace._record.cancellation import (
     waits_for_cancellation,
 )
 from sftrace._record.failure import failure_details
-from sftrace._record.intercept import HANDOFF, RUNS_BODY, Action, Decision, Reached
+from sftrace._record.intercept import (
+    HANDOFF,
+    MANUAL,
+    RAISE,
+    RETURN,
+    RUNS_BODY,
+    Action,
+    Decision,
+    Reached,
+)
 from sftrace._record.run import ActiveRun, exception_type_name, own_span_context, record_failure
 from sftrace._record.threads import handed_off
 from sftrace._record.unrecorded import unrecorded_error, unrecorded_reason
@@ -253,12 +262,12 @@ class BoundaryCall:
             replay = self.run.replay
             if replay is not None:  # it never blocks a running event loop
                 replay.hold_answer(decision.recorded)
-        if decision.action is Action.RAISE:
+        if decision.action is RAISE:
             assert decision.error is not None
             raise decision.error
         recorded = decision.recorded
         assert recorded is not None
-        if decision.action is Action.MANUAL:
+        if decision.action is MANUAL:
             replay = self.run.replay
             assert replay is not None
             assert replay.manual is not None
@@ -302,7 +311,7 @@ class BoundaryCall:
     @staticmethod
     def _from_recording(decision: Decision) -> bool:
         """Whether the call is answered with the recorded result or recorded failure."""
-        return decision.action is Action.RETURN or decision.recorded_failure
+        return decision.action is RETURN or decision.recorded_failure
 
     def _unset_again(self, recorded: Call, value: Any) -> None:
         """Unset the model fields the recorded result had not set (``sftrace.output.unset``),

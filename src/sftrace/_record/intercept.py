@@ -28,11 +28,13 @@ class Action(Enum):
     RAISE = "refused"  # raise ``error``
 
 
-# The actions that run the call's body, and those that answer it without running it.
-# Tuples made once: looking members up on the Enum class for each call costs more than
-# the test itself (a replay tests every call it reaches).
+# The actions that run the call's body, and those that answer it without running it;
+# and the members the tests of every reached call name alone. Made once: looking a
+# member up on its Enum class goes through ``EnumType.__getattr__``'s slot (Python
+# 3.11), which costs more than the test itself (a replay tests every call it reaches).
 RUNS_BODY = (Action.EXECUTE, Action.DERIVED)
 ANSWERED = (Action.RETURN, Action.MANUAL)
+RETURN, MANUAL, RAISE = Action.RETURN, Action.MANUAL, Action.RAISE
 
 
 @dataclass(slots=True)

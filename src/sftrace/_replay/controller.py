@@ -36,7 +36,7 @@ from sftrace._model.markers import (
 from sftrace._model.normalize import content_key
 from sftrace._model.policy import MatchMode, ReplayMode, ReplayPolicy
 from sftrace._model.serialize import loads
-from sftrace._record.intercept import ANSWERED, Action, Decision, Reached
+from sftrace._record.intercept import ANSWERED, RAISE, Action, Decision, Reached
 from sftrace._record.threads import current_delivery
 from sftrace._replay.completion import completion_order
 from sftrace._replay.concurrency import concurrency_of
@@ -48,6 +48,9 @@ from sftrace._replay.mismatch import (
 )
 from sftrace._replay.options import MatchTier, ReplayOptions
 from sftrace._replay.policy import policy_decision
+
+# Looked up once (see ANSWERED in _record/intercept.py): tested for every reached call.
+_HYBRID, _UNORDERED = ReplayMode.HYBRID, MatchMode.UNORDERED
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,7 +309,7 @@ class ReplayController:
         self.reached_count += 1
         number = self.reached_count
         self._learned = ()
-        if self.mode is ReplayMode.HYBRID and self._is_live_llm(reached):
+        if self.mode is _HYBRID and self._is_live_llm(reached):
             return self._live_llm(number, reached)
         try:
             index, tier = self._find(number, reached, parent_span_id)
@@ -335,14 +338,14 @@ class ReplayController:
         if (answered or decision.recorded_failure) and index in self._inner:
             self._cover(index)
         decision.learned = self._learned
-        label = decision.action.value
+        label = decision.action._value_  # (Enum.value is a Python call)
         if decision.recorded_failure:
             label = Action.RETURN.value
         diffs: tuple[tuple[str, Any, Any], ...] = ()
         if tier != "exact":
             diffs = tuple(differences(recorded.input, loads(reached.input_json)))
         self.note_matched(number, recorded, label, tier, diffs)
-        if decision.action is Action.RAISE and not decision.recorded_failure:
+        if decision.action is RAISE and not decision.recorded_failure:
             assert isinstance(decision.error, ReplayError)
             self._diverge(decision.error)
         return decision
@@ -501,7 +504,7 @@ class ReplayController:
     ) -> tuple[int, MatchTier]:
         """The recorded call ``reached`` matches and the tier it matched at, or raise."""
         reached_input = _Parsed(reached.input_json)
-        if self.match is MatchMode.UNORDERED:
+        if self.match is _UNORDERED:
             identity = call_identity(reached)
             for tier in self.tiers:  # the tier decides before the position
                 if tier == "exact":

@@ -9,8 +9,11 @@ from sftrace._errors import ReplayPolicyError
 from sftrace._model import attributes as A
 from sftrace._model.calls import Call
 from sftrace._model.policy import ReplayMode, ReplayPolicy
-from sftrace._record.intercept import Action, Decision
+from sftrace._record.intercept import RETURN, Action, Decision
 from sftrace._replay.rebuild import rebuild_exception
+
+# Looked up once (see ANSWERED in _record/intercept.py): tested for every reached call.
+_FROZEN, _LIVE = ReplayPolicy.FROZEN, ReplayMode.LIVE
 
 
 def policy_decision(
@@ -23,12 +26,12 @@ def policy_decision(
 ) -> Decision:
     """The decision for reached call ``number``, matched to ``recorded``."""
     policy = recorded.policy
-    if policy != ReplayPolicy.FROZEN:  # most calls are frozen: one look-up of a member
+    if policy != _FROZEN:  # most calls are frozen
         recorded_policy = _recorded_policy(number, recorded, policy, has_manual)
         if recorded_policy is not None:
             return recorded_policy
     # frozen (or a policy this version does not know): the mode decides
-    if mode is ReplayMode.LIVE:
+    if mode is _LIVE:
         if (
             recorded.kind == A.KIND_LLM
             or recorded.name in allow_live_tools
@@ -48,7 +51,7 @@ def policy_decision(
         return Decision(
             Action.RAISE, recorded, rebuild_exception(recorded.error), recorded_failure=True
         )
-    return Decision(Action.RETURN, recorded)
+    return Decision(RETURN, recorded)
 
 
 def _recorded_policy(number: int, recorded: Call, policy: str, has_manual: bool) -> Decision | None:
