@@ -19,7 +19,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -105,6 +105,8 @@ class ActiveRun:
         (Pydantic AI's through Logfire, say): such a span is in no bundle, so a span
         parented on it would point at a parent the bundle lacks.
         """
+        if context is self.context:  # a call made in the run itself: under the run span
+            return context
         current = trace.get_current_span(context)
         if current.get_span_context().trace_id != self.trace_id:
             return self.context
@@ -178,8 +180,9 @@ def current_run() -> ActiveRun | None:
     """The run the caller belongs to, or None outside any recording and replay."""
     if not _active:  # no run in the process: the common case in production
         return None
-    run = cast("ActiveRun | None", otel_context.get_value(threads.RUN_KEY))
-    if run is not None:
+    # (the context read as a dict, and no typing.cast: both Python calls, on every call)
+    run = otel_context.get_current().get(threads.RUN_KEY)
+    if isinstance(run, ActiveRun):  # (nothing else is ever stored under RUN_KEY)
         return None if run.closed else run
     return _adopt()
 
