@@ -9,7 +9,7 @@ of the live run's journal directory taken mid-run (what a SIGKILL would leave).
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +252,8 @@ def pool_agent(goal: str) -> list[str]:
         slow = pool.submit(slow_fetch, "report")
         if "session" in crash:  # recording: the slow call is running when the process dies
             SLOW_STARTED.wait(10)
+        elif crash.get("slow_first"):  # replay: the pool reaches the slow call first
+            wait([slow], timeout=10)
         quick = pool.submit(lookup, goal)
         found = quick.result()
         if "session" in crash:
@@ -260,18 +262,22 @@ def pool_agent(goal: str) -> list[str]:
         return [slow.result(), found["city"]]
 
 
+@pytest.mark.parametrize("slow_first", [True, False])
 @pytest.mark.parametrize("match", ["strict", "unordered"])
 def test_a_call_still_running_among_concurrent_ones_is_where_its_thread_stops(
-    tmp_path: Path, match: str
+    tmp_path: Path, match: str, slow_first: bool
 ) -> None:
     """The slow call was running when the process died: the bundle lacks it. Reached in
-    the replay it matches none of the recorded calls left, so it is taken to be that
-    lost call and its thread is stopped; the concurrent call is answered. Whichever the
-    pool reaches first, the unchanged agent reproduces."""
+    the replay before the concurrent call, it matches none of the recorded calls left,
+    so it is taken to be that lost call and its thread is stopped; the concurrent call
+    is answered. Reached after it, it is past the recording's end. Whichever the pool
+    reaches first (``slow_first=False``: as the scheduler likes), the unchanged agent
+    reproduces."""
     SLOW_STARTED.clear()
     RELEASE_SLOW.clear()
     bundle = killed(tmp_path, pool_agent)
     assert [c.name for c in load_bundle(bundle).calls] == ["lookup"]
+    crash["slow_first"] = slow_first
     for _ in range(3):
         SLOW_STARTED.clear()
         RELEASE_SLOW.clear()
@@ -279,4 +285,8 @@ def test_a_call_still_running_among_concurrent_ones_is_where_its_thread_stops(
         assert result.divergence is None, result.divergence
         assert (result.status, result.reproduced, result.unused) == ("interrupted", True, [])
         assert result.recording_end is not None
-        assert "taken to be one still running then" in str(result.recording_end)
+        end = str(result.recording_end)
+        if slow_first:
+            assert "taken to be one still running then" in end
+        else:
+            assert "taken to be one still running then" in end or "was never recorded" in end
