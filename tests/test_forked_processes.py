@@ -9,6 +9,7 @@ its calls run as outside any run, and the parent says so once per run.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -75,3 +76,26 @@ def test_a_fork_outside_any_run_says_nothing(caplog: pytest.LogCaptureFixture) -
     with caplog.at_level(logging.WARNING, logger="sftrace"), FORK.Pool(1) as pool:
         assert pool.map(square, [3]) == [9]
     assert not [r for r in caplog.records if "forked" in r.getMessage()]
+
+
+async def _async_run(path: str) -> None:
+    async with record("forked", output=path):
+        square(3)
+
+
+def _record_async(path: str) -> bool:
+    asyncio.run(_async_run(path))
+    return True
+
+
+def test_a_forked_child_records_async_runs_of_its_own(tmp_path: Path) -> None:
+    """Async runs hand their disk work to kept threads (``_record/session.py``); a child
+    forked after the parent started them has none of them, and starts its own instead of
+    waiting forever for the parent's."""
+    asyncio.run(_async_run(str(tmp_path / "parent.sftrace")))  # the parent's threads run
+    with FORK.Pool(1) as pool:
+        child = pool.apply_async(_record_async, (str(tmp_path / "child.sftrace"),))
+        assert child.get(timeout=30)
+    for name in ("parent", "child"):
+        assert validate_bundle(tmp_path / f"{name}.sftrace") == []
+        assert [call.name for call in load_bundle(tmp_path / f"{name}.sftrace").calls] == ["square"]

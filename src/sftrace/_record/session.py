@@ -7,6 +7,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -435,11 +436,41 @@ class RecordingSession:
             internal_error("writing the bundle", error)
 
 
+# The threads async runs hand their disk work to (creating a journal, finishing a
+# bundle). Kept, not started per run: Thread.start() makes the event loop wait until the
+# new thread runs, twice a run, which on a busy server cost about as much as the rest of
+# the run. Several, so that one run's fsyncs do not queue every other run behind them.
+_DISK_THREADS = 4
+_disk_pool: ThreadPoolExecutor | None = None
+_disk_pool_lock = threading.Lock()
+
+
+def _disk_workers() -> ThreadPoolExecutor:
+    global _disk_pool
+    pool = _disk_pool
+    if pool is None:
+        with _disk_pool_lock:
+            if _disk_pool is None:
+                _disk_pool = ThreadPoolExecutor(_DISK_THREADS, thread_name_prefix="sftrace-bundle")
+            pool = _disk_pool
+    return pool
+
+
+def _forget_disk_workers() -> None:
+    """In a forked child: the parent's threads are not there (a job would wait forever)."""
+    global _disk_pool, _disk_pool_lock
+    _disk_pool, _disk_pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_disk_workers)
+
+
 def _in_thread(work: Callable[[], None]) -> asyncio.Future[None]:
-    """Run ``work`` in a thread of its own; the future ends with it. Unlike
+    """Run ``work`` in one of sftrace's disk threads; the future ends with it. Unlike
     ``asyncio.to_thread``, cancelling the awaiting task never stops ``work`` from running
-    (a job queued in the loop's executor can be dropped), and the thread is not a daemon,
-    so the process waits for it at exit."""
+    (a job queued in the loop's executor can be dropped: its future is cancelled with the
+    task's; this one is never cancelled), and the threads are not daemons: the process
+    finishes the jobs queued before it exits."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
@@ -460,7 +491,7 @@ def _in_thread(work: Callable[[], None]) -> asyncio.Future[None]:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             loop.call_soon_threadsafe(settle, error)
 
-    threading.Thread(target=run, name="sftrace-bundle").start()
+    _disk_workers().submit(run)
     return done
 
 
