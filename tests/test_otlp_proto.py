@@ -17,9 +17,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.span import TraceState
 
-from sftrace._export.enrich import SpanPreparer
+from sftrace._export import otlp_http
+from sftrace._export.enrich import SpanPreparer, added_attributes
 from sftrace._export.otlp_http import encode_spans_json
 from sftrace._export.otlp_proto import encode_spans_proto
+from sftrace._model import attributes as A
 from sftrace._model.otlp_json import decode_attributes
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -204,3 +206,51 @@ def _plain(value: Any) -> Any:
     if kind == "array_value":
         return tuple(_plain(item) for item in value.array_value.values)
     return getattr(value, kind)
+
+
+# Attributes that decide or feed what the OTLP copy adds to a bundle line, with values
+# of the types that change what is added (a string or not, an int or a bool).
+_ADDED_FROM: dict[str, Any] = {
+    A.KIND: st.sampled_from([A.KIND_TOOL, A.KIND_LLM, A.KIND_RUN, "other"]),
+    A.GEN_AI_OPERATION_NAME: st.sampled_from([A.OPERATION_EXECUTE_TOOL, A.OPERATION_CHAT, "x"]),
+    A.GEN_AI_TOOL_TYPE: st.sampled_from(["function", "x"]),
+    A.REPLAY_POLICY: st.sampled_from(["frozen", "live"]),
+    A.GEN_AI_TOOL_NAME: st.sampled_from(["search", "a tool named past the short values"]),
+    A.GEN_AI_REQUEST_MODEL: st.sampled_from(["m", ""]),
+    A.GEN_AI_RESPONSE_MODEL: st.sampled_from(["m-1", ""]),
+    A.GEN_AI_PROVIDER_NAME: st.just("openai"),
+    **{key: _TEXT | _INT64 for key in (A.INPUT, A.OUTPUT, A.RUN_INPUT, A.RUN_OUTPUT)},
+    **{key: _VALUE for key in (*A.INPUT_ALIASES, *A.OUTPUT_ALIASES, A.INPUT_SHA256)},
+    **{
+        key: st.integers(0, 300) | st.booleans()
+        for key in (A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS)
+    },
+    A.USAGE_TOTAL_TOKENS: st.integers(0, 600),
+    "sftrace.seq": _INT64,
+}
+
+
+@st.composite
+def _attribute_runs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Attributes of several spans, most of them of a few shapes (the same keys in the
+    same order): what the OTLP/JSON encoder keeps the additions' bytes for."""
+    runs = []
+    for _ in range(draw(st.integers(1, 3))):
+        keys = draw(st.permutations(list(_ADDED_FROM)))[: draw(st.integers(0, len(_ADDED_FROM)))]
+        for _ in range(draw(st.integers(1, 4))):
+            runs.append({key: draw(_ADDED_FROM[key]) for key in keys})
+    return runs
+
+
+@settings(max_examples=300, deadline=None)
+@given(_attribute_runs())
+def test_additions_from_the_shape_cache_are_the_bytes_of_encoding_them(
+    runs: list[dict[str, Any]],
+) -> None:
+    """The additions to a bundle line written from the bytes kept per shape of span
+    (``_added_items``) are, for every span of a shape, the bytes of encoding the
+    additions themselves."""
+    for attributes in runs:
+        added = added_attributes(attributes)
+        expected = otlp_http._attribute_items(added) if added else b""
+        assert otlp_http._added_items(dict(attributes)) == expected

@@ -146,6 +146,34 @@ def openinference_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return extra
 
 
+def added_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """What the OTLP copy adds to a bundle line of a span with ``attributes`` (when
+    ``SpanPreparer.splices`` allows it): what the line leaves out (``stored.left_out``),
+    then the OpenInference attributes the span lacks."""
+    added = left_out(attributes)
+    if A.KIND in attributes:
+        for key, value in openinference_attributes(attributes).items():
+            if key not in attributes:
+                added[key] = value
+    return added
+
+
+# The attributes whose values (not just their presence and type) decide which
+# attributes ``added_attributes`` adds or the constants it adds (the kind, the values
+# the kind implies, the names OpenInference repeats): with the keys and their value
+# types, the "shape" the OTLP/JSON encoder keeps the additions' bytes for.
+ADDITIONS_SHAPE_KEYS = (
+    A.KIND,
+    A.GEN_AI_OPERATION_NAME,
+    A.GEN_AI_TOOL_TYPE,
+    A.REPLAY_POLICY,
+    A.GEN_AI_TOOL_NAME,
+    A.GEN_AI_RESPONSE_MODEL,
+    A.GEN_AI_REQUEST_MODEL,
+    A.GEN_AI_PROVIDER_NAME,
+)
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -193,22 +221,14 @@ class SpanPreparer:
                 attributes[A.TRUNCATED] = tuple(truncated)
         return attributes, events, self._resource(span.resource)
 
-    def additions(self, attributes: Mapping[str, Any], line_bytes: int) -> dict[str, Any] | None:
-        """What the OTLP copy adds to a span whose bundle line is ``line_bytes`` long and
-        whose attributes the copy otherwise keeps as they are: the OpenInference
-        attributes and what bundle lines leave out (``stored.left_out``). None when the
-        copy must change attributes (content stripping, or a value that may be over the
-        cap)."""
+    def splices(self, line_bytes: int) -> bool:
+        """Whether the OTLP copy of a span whose bundle line is ``line_bytes`` long keeps
+        the span's attributes as they are and only adds ``added_attributes``: not when
+        content is stripped or a value may be over the cap."""
         if not self.capture_content:
-            return None
-        if self.max_payload_bytes and line_bytes > self.max_payload_bytes:
-            return None  # no value in a line is longer than the line
-        added = left_out(attributes)
-        if A.KIND in attributes:
-            for key, value in openinference_attributes(attributes).items():
-                if key not in attributes:
-                    added[key] = value
-        return added
+            return False
+        # No value in a line is longer than the line.
+        return not (self.max_payload_bytes and line_bytes > self.max_payload_bytes)
 
     def resource_for(self, resource: Resource) -> Resource:
         """The OTLP copy's resource (the span's, with sftrace's defaults added)."""

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from sftrace._export.enrich import SpanPreparer
+from sftrace._export.enrich import ADDITIONS_SHAPE_KEYS, SpanPreparer, added_attributes
 from sftrace._export.kept import Kept
 from sftrace._export.otlp_logging import OTLP_LOGGER, Quiet, install_filter
 from sftrace._export.otlp_proto import encode_spans_proto
@@ -67,11 +67,20 @@ _ATTRIBUTES = b'"attributes":['
 _LOCAL_FLAGS = 0x100
 _REMOTE_FLAGS = 0x300
 # attribute key -> the start of its item with a string value (_string_prefix)
-_STRING_PREFIXES: Kept[str] = Kept()
+_STRING_PREFIXES: Kept[str, bytes] = Kept()
 # (key, short string value) -> the whole item and its comma: the values that repeat from
 # span to span (names, kinds, MIME types, models) cost one look-up per attribute.
-_PAIRS: Kept[tuple[str, str]] = Kept()
+_PAIRS: Kept[tuple[str, str], bytes] = Kept()
 _SHORT = 24  # the longest string value (in characters) kept in _PAIRS
+# How a span's additions to its bundle line are written: the bytes before each value the
+# span supplies, with the attribute holding it and whether it is a string (escaped once
+# per span), then the bytes after the last one.
+_Template = tuple[tuple[tuple[bytes, str, bool], ...], bytes]
+# The shape of a span's attributes (_shape) -> its additions' _Template, or None when
+# they are not the same bytes around the span's own values for every span of it.
+_TEMPLATES: Kept[tuple[Any, ...], _Template | None] = Kept()
+_NOT_KEPT: Any = object()  # what _TEMPLATES.get gives for a shape not kept
+_PROBE_INT = 1 << 70  # added to an int by _probed: a value no attribute holds
 
 
 def encode_spans_json(
@@ -83,7 +92,7 @@ def encode_spans_json(
 
     ``lines``: the spans' bundle lines where known (None where not). A bundle line is the
     span's OTLP/JSON already (``_model.otlp_json``): when the OTLP copy only adds
-    attributes to it (see ``SpanPreparer.additions``), they are spliced into the line
+    attributes to it (``enrich.added_attributes``), they are spliced into the line
     instead of encoding the span again, the costliest part of export. Either way each
     span becomes one piece of bytes (no tree of dicts per span), and each string value
     is escaped once however many attributes repeat it (the aliases of the input and
@@ -123,12 +132,11 @@ def _spliced(span: ReadableSpan, line: bytes, preparer: SpanPreparer) -> bytes |
     context, parent = span.context, span.parent
     if context is None or context.trace_state or span.links:
         return None
-    added = preparer.additions(plain_attributes(span), len(line))
-    if added is None:
+    if not preparer.splices(len(line)):
         return None
     end = len(line) - 1 if line.endswith(b"\n") else len(line)
     flags = _REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS
-    return _with_attributes(line, end, added, b',"flags":%d}' % flags)
+    return _with_items(line, end, _added_items(plain_attributes(span)), b',"flags":%d}' % flags)
 
 
 def _encoded(span: ReadableSpan, preparer: SpanPreparer) -> bytes:
@@ -137,27 +145,59 @@ def _encoded(span: ReadableSpan, preparer: SpanPreparer) -> bytes:
     encoded = encode_span(span, attributes={}, events=events)
     _add_wire_fields(encoded, span)
     line = orjson.dumps(encoded)
-    spliced = _with_attributes(line, len(line), attributes, b"}")
+    items = _attribute_items(attributes) if attributes else b""
+    spliced = _with_items(line, len(line), items, b"}")
     assert spliced is not None  # orjson wrote the empty list encode_span made
     return spliced
 
 
-def _with_attributes(
-    line: bytes, end: int, attributes: Mapping[str, Any], tail: bytes
-) -> bytes | None:
-    """``line[:end]`` (one encoded span without its closing brace) with ``attributes``
-    added at the end of its own attribute list, closed with ``tail``; None when the
-    line is not of that shape. The span's own attributes come before its events and
+def _with_items(line: bytes, end: int, items: bytes, tail: bytes) -> bytes | None:
+    """``line[:end]`` (one encoded span without its closing brace) with attribute
+    ``items`` added at the end of its own attribute list, closed with ``tail``; None when
+    the line is not of that shape. The span's own attributes come before its events and
     links, and a key inside a string value is escaped, so the first match is theirs."""
     at = line.find(_ATTRIBUTES)
     if at < 0 or line[end - 1 : end] != b"}":
         return None
     at += len(_ATTRIBUTES)
     view = memoryview(line)
-    if not attributes:
+    if not items:
         return b"".join((view[: end - 1], tail))
     separator = b"" if line[at : at + 1] == b"]" else b","
-    return b"".join((view[:at], _attribute_items(attributes), separator, view[at : end - 1], tail))
+    return b"".join((view[:at], items, separator, view[at : end - 1], tail))
+
+
+def _added_items(attributes: dict[str, Any]) -> bytes:
+    """``_attribute_items`` of ``added_attributes(attributes)``, from the _Template of
+    the attributes' shape where there is one: per span only the values the span supplies
+    (its input and output, three times each) are encoded, each string once."""
+    try:
+        key = _shape(attributes)
+        template = _TEMPLATES.get(key, _NOT_KEPT)
+    except TypeError:  # an unhashable value among the shape's
+        template = None
+    else:
+        if template is _NOT_KEPT:
+            template = _TEMPLATES.keep(key, _template(attributes))
+    if template is None:
+        added = added_attributes(attributes)
+        return _attribute_items(added) if added else b""
+    slots, last = template
+    parts: list[bytes] = []
+    append = parts.append
+    escaped: dict[str, bytes] = {}
+    for before, source, is_string in slots:
+        append(before)
+        value = attributes[source]
+        if is_string:
+            text = escaped.get(value)
+            if text is None:
+                text = escaped[value] = orjson.dumps(value)
+            append(text)
+        else:
+            append(orjson.dumps(encode_value(value)))
+    append(last)
+    return b"".join(parts)
 
 
 def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
@@ -185,6 +225,65 @@ def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
             append(b"},")
     parts[-1] = parts[-1][:-1]  # no comma after the last one
     return b"".join(parts)
+
+
+def _shape(attributes: dict[str, Any]) -> tuple[Any, ...]:
+    """What ``added_attributes`` depends on but the values the span supplies: the keys in
+    order, the values' types, the values of ``ADDITIONS_SHAPE_KEYS``."""
+    return (
+        tuple(attributes),
+        tuple(map(type, attributes.values())),
+        tuple(map(attributes.get, ADDITIONS_SHAPE_KEYS)),
+    )
+
+
+def _template(attributes: dict[str, Any]) -> _Template | None:
+    """The _Template of ``added_attributes`` for spans of this span's shape, or None.
+
+    Which added value is the span's own and which is the same for the whole shape is
+    found by running ``added_attributes`` again with every value outside the shape keys
+    changed (``_probed``): a value that follows its source is taken from the span, a
+    string that stays is a constant, and anything else (a value computed from the span's,
+    a different set of keys) gets no template."""
+    added = added_attributes(attributes)
+    probe = {
+        key: value if key in ADDITIONS_SHAPE_KEYS else _probed(value)
+        for key, value in attributes.items()
+    }
+    probed = added_attributes(probe)
+    if list(probed) != list(added):
+        return None
+    # The attributes _probed changed, by the id of their new value (each its own object).
+    changed_keys = [key for key, new in probe.items() if new is not attributes[key]]
+    sources = {id(probe[key]): key for key in changed_keys}
+    if len(sources) != len(changed_keys):
+        return None
+    slots: list[tuple[bytes, str, bool]] = []
+    pending: list[bytes] = []  # the constant items and the closing of the last value
+    for (key, value), changed in zip(added.items(), probed.values(), strict=True):
+        if type(value) is str and type(changed) is str and changed == value:
+            constant = _pair(key, value) if len(value) <= _SHORT else string_item(key, value) + b","
+            pending.append(constant)
+            continue
+        source = sources.get(id(changed))
+        if source is None or probe[source] is not changed:
+            return None
+        is_string = type(value) is str
+        pending.append(_string_prefix(key) if is_string else encoded_key(key))
+        slots.append((b"".join(pending), source, is_string))
+        pending = [b"}}," if is_string else b"},"]
+    last = b"".join(pending)
+    return tuple(slots), last[:-1] if last.endswith(b",") else last
+
+
+def _probed(value: Any) -> Any:
+    """``value`` changed, of the same type (for ``_template``): a new object of its own
+    (CPython shares the empty and one-character strings, not longer ones)."""
+    if type(value) is str:
+        return value + "\x00\x00"
+    if type(value) is int:
+        return value + _PROBE_INT
+    return value
 
 
 def _string_prefix(key: str) -> bytes:

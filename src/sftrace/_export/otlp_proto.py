@@ -58,11 +58,11 @@ _LOCAL_FLAGS = _FIXED32(0x100)
 _REMOTE_FLAGS = _FIXED32(0x300)
 _SPAN_LOCAL = b"\x85\x01" + _LOCAL_FLAGS  # Span.flags (field 16, fixed32) with its tag
 _SPAN_REMOTE = b"\x85\x01" + _REMOTE_FLAGS
-_KEYS: Kept[str] = Kept()  # attribute key -> its encoded KeyValue.key field
-_NAMES: Kept[str] = Kept()  # span name -> its encoded Span.name field
+_KEYS: Kept[str, bytes] = Kept()  # attribute key -> its encoded KeyValue.key field
+_NAMES: Kept[str, bytes] = Kept()  # span name -> its encoded Span.name field
 # (key, short string value) -> the whole KeyValue, length first: the values that repeat
 # from span to span (names, kinds, MIME types, models) cost one look-up per attribute.
-_PAIRS: Kept[tuple[str, str]] = Kept()
+_PAIRS: Kept[tuple[str, str], bytes] = Kept()
 _SHORT = 24  # the longest string value (in characters) kept in _PAIRS
 
 
