@@ -230,10 +230,11 @@ def _attribute_items(attributes: Mapping[str, Any]) -> bytes:
 def _shape(attributes: dict[str, Any]) -> tuple[Any, ...]:
     """What ``added_attributes`` depends on but the values the span supplies: the keys in
     order, the values' types, the values of ``ADDITIONS_SHAPE_KEYS``."""
+    # One flat tuple (one to hash): as many types as keys, a fixed number of shape keys.
     return (
         tuple(attributes),
-        tuple(map(type, attributes.values())),
-        tuple(map(attributes.get, ADDITIONS_SHAPE_KEYS)),
+        *map(type, attributes.values()),
+        *map(attributes.get, ADDITIONS_SHAPE_KEYS),
     )
 
 
