@@ -161,7 +161,8 @@ def added_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
 # The attributes whose values (not just their presence and type) decide which
 # attributes ``added_attributes`` adds or the constants it adds (the kind, the values
 # the kind implies, the names OpenInference repeats): with the keys and their value
-# types, the "shape" the OTLP/JSON encoder keeps the additions' bytes for.
+# types, the "shape" the OTLP/JSON encoder keeps the additions' bytes for. A key missing
+# here costs speed, not exactness: the encoder then keeps no bytes for that shape.
 ADDITIONS_SHAPE_KEYS = (
     A.KIND,
     A.GEN_AI_OPERATION_NAME,
