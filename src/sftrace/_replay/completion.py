@@ -104,16 +104,15 @@ class CompletionOrder:
                 if left <= 0:
                     return
                 self._condition.wait(left)
-            # Each until as long after its call ended as the recording shows this one
-            # ended after it (it may have ended before this call was even reached).
             deliveries = [
-                (delivery, min(ended + (self._ends[index] - self._ends[waited]) / 1e9, deadline))
+                (self._deliveries[waited], (self._ends[index] - self._ends[waited]) / 1e9)
                 for waited in self.waits[index]
                 if waited in self._deliveries
-                for delivery, ended in (self._deliveries[waited],)
             ]
-        for delivery, until in deliveries:
-            left = until - time.monotonic()
+        # Each until as long after its call ended as the recording shows this one ended
+        # after it (it may have ended before this call was even reached).
+        for (delivery, ended), gap in deliveries:
+            left = min(ended + gap, deadline) - time.monotonic()
             if left > 0:
                 delivery.wait(left)
         if held:
